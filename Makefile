@@ -1,0 +1,25 @@
+# Two entry points for a fresh Debian machine: `make run` and `make test`.
+BUILD ?= build
+JOBS ?= 2
+WORKERS ?= 2
+
+.PHONY: deps build run test bench clean
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/tools/lockstep run -n $(WORKERS) -- $(BUILD)/examples/perceptron
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+bench: build
+	$(BUILD)/bench/allreduce
+
+clean:
+	rm -rf $(BUILD)
