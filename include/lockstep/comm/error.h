@@ -1,0 +1,31 @@
+#pragma once
+
+#include <stdexcept>
+
+namespace lockstep {
+
+/// Every error lockstep raises. Messages name what to fix: rank, shape, variable, file.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Bad or conflicting configuration: environment variables, InitOptions, store paths.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A rendezvous or collective did not finish within the timeout (a rank died or never came).
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Ranks called the same collective with different shapes, dtypes, ops or roots.
+class MismatchError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <torch/arg.h>
+
+#include "lockstep/comm/types.h"
+
+namespace lockstep {
+
+/// Overrides for what init() discovers from the environment. Unset fields come from
+/// LOCKSTEP_*, torchrun (RANK, WORLD_SIZE, ...), OpenMPI (OMPI_COMM_WORLD_*) or Slurm
+/// (SLURM_PROCID, ...) variables, in that order of precedence.
+struct InitOptions {
+  TORCH_ARG(Backend, backend) = Backend::Auto;
+  TORCH_ARG(InitMethod, method) = InitMethod::Auto;
+  TORCH_ARG(std::optional<int>, rank);
+  TORCH_ARG(std::optional<int>, world_size);
+  TORCH_ARG(std::optional<int>, local_rank);
+  TORCH_ARG(std::optional<int>, local_world_size);
+  /// TCP store address; rank 0 hosts the store unless a launcher already does.
+  TORCH_ARG(std::optional<std::string>, master_addr);
+  TORCH_ARG(std::optional<int>, master_port);
+  /// Directory on a file system every rank shares; use a fresh one per job.
+  TORCH_ARG(std::optional<std::string>, file_path);
+  /// Bounds rendezvous and every collective (LOCKSTEP_TIMEOUT seconds, default 300 s).
+  TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout);
+  /// Checks before every collective that all ranks pass the same shapes and dtypes
+  /// (LOCKSTEP_DEBUG=1). Costs one small exchange per collective.
+  TORCH_ARG(std::optional<bool>, debug);
+};
+
+/// Joins the process group. With no environment at all, makes a world of size 1.
+void init(const InitOptions& options = InitOptions());
+
+/// Leaves the process group after a barrier; init() may be called again afterwards.
+void shutdown();
+
+bool is_initialized();
+int rank();
+int world_size();
+/// Rank among the workers on this machine, and how many there are.
+int local_rank();
+int local_world_size();
+Backend backend();
+
+}  // namespace lockstep

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <string>
+
+namespace lockstep {
+
+/// The engine that moves bytes. Auto: MPI when launched by mpirun, Gloo otherwise.
+enum class Backend { Auto, Gloo, Mpi };
+
+/// How ranks find each other. Auto: MPI under mpirun, else a TCP store when MASTER_ADDR
+/// is set, else a file store when LOCKSTEP_INIT_FILE is set, else a world of size 1.
+enum class InitMethod { Auto, Tcp, File, Mpi };
+
+/// Element-wise reduction. Avg is Sum divided by the world size (truncating for integers).
+enum class ReduceOp { Sum, Avg, Min, Max, Product };
+
+std::string to_string(Backend backend);
+std::string to_string(InitMethod method);
+std::string to_string(ReduceOp op);
+
+}  // namespace lockstep

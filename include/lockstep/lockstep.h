@@ -1,0 +1,8 @@
+#pragma once
+
+// The whole public API of lockstep.
+#include "lockstep/comm/collectives.h"
+#include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
+#include "lockstep/comm/types.h"
+#include "lockstep/comm/work.h"
