@@ -1,0 +1,16 @@
+include(CMakePackageConfigHelpers)
+
+install(TARGETS lockstep EXPORT lockstepTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/lockstep DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/lockstep)
+install(EXPORT lockstepTargets NAMESPACE lockstep:: DESTINATION ${config_dir})
+configure_package_config_file(cmake/lockstepConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/lockstepConfig.cmake INSTALL_DESTINATION ${config_dir})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/lockstepConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/lockstepConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/lockstepConfigVersion.cmake DESTINATION ${config_dir})

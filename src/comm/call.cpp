@@ -1,0 +1,85 @@
+#include "comm/call.h"
+
+#include <sstream>
+
+namespace lockstep {
+namespace {
+
+// FNV-1a: tiny, stable across builds and machines (std::hash is neither guaranteed).
+class Fnv1a {
+ public:
+  template <typename T>
+  void add(const T& value) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
+    for (size_t i = 0; i < sizeof(T); ++i) {
+      hash_ = (hash_ ^ bytes[i]) * 0x100000001b3ULL;
+    }
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+constexpr size_t kMaxTensorsDescribed = 4;
+
+}  // namespace
+
+std::string to_string(Collective kind) {
+  switch (kind) {
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::Broadcast: return "broadcast";
+    case Collective::Reduce: return "reduce";
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::Barrier: return "barrier";
+  }
+  return "collective";
+}
+
+Call::Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op, int root)
+    : kind(kind), op(op), root(root) {
+  for (const auto& t : tensors) {
+    dtypes.push_back(t.scalar_type());
+    shapes.push_back(t.sizes().vec());
+  }
+}
+
+std::string Call::describe() const {
+  std::ostringstream out;
+  out << to_string(kind) << " #" << seq << " (";
+  if (dtypes.size() > 1) out << dtypes.size() << " tensors: ";
+  for (size_t i = 0; i < dtypes.size() && i < kMaxTensorsDescribed; ++i) {
+    out << (i ? ", " : "") << c10::toString(dtypes[i]) << "[";
+    for (size_t d = 0; d < shapes[i].size(); ++d) out << (d ? ", " : "") << shapes[i][d];
+    out << "]";
+  }
+  if (dtypes.size() > kMaxTensorsDescribed) out << ", ...";
+  const bool reduces = kind == Collective::AllReduce || kind == Collective::Reduce ||
+                       kind == Collective::ReduceScatter;
+  if (reduces) out << (dtypes.empty() ? "" : ", ") << to_string(op);
+  if (kind == Collective::Broadcast || kind == Collective::Reduce) out << ", root " << root;
+  out << ")";
+  return out.str();
+}
+
+uint64_t Call::fingerprint() const {
+  Fnv1a h;
+  h.add(kind);
+  h.add(op);
+  h.add(root);
+  h.add(seq);
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    h.add(dtypes[i]);
+    h.add(shapes[i].size());
+    for (auto d : shapes[i]) h.add(d);
+  }
+  return h.value();
+}
+
+uint32_t Call::tag() const {
+  const uint64_t f = fingerprint();
+  return static_cast<uint32_t>(f ^ (f >> 32));
+}
+
+}  // namespace lockstep

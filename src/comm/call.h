@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "lockstep/comm/types.h"
+
+namespace lockstep {
+
+enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier };
+
+std::string to_string(Collective kind);
+
+/// One collective as one rank called it. Ranks that call "the same" collective must build
+/// equal Calls; the fingerprint and tag let backends and checks compare them cheaply.
+struct Call {
+  Collective kind;
+  ReduceOp op = ReduceOp::Sum;
+  int root = 0;
+  std::vector<at::ScalarType> dtypes;
+  std::vector<std::vector<int64_t>> shapes;
+  uint64_t seq = 0;  // how many collectives this rank called before this one
+
+  Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum,
+       int root = 0);
+
+  /// e.g. "all_reduce #3 (float32[4, 3], Sum)": what an error message shows.
+  std::string describe() const;
+  /// Hash of everything ranks must agree on, sequence number included.
+  uint64_t fingerprint() const;
+  /// Fingerprint folded to the 32 bits a gloo tag holds: calls that differ across ranks
+  /// use different tags, so their messages never meet (they time out instead of corrupting).
+  uint32_t tag() const;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,59 @@
+#include "lockstep/comm/collectives.h"
+
+#include "comm/process_group.h"
+
+namespace lockstep {
+
+void all_reduce(at::Tensor& tensor, ReduceOp op) {
+  default_group().all_reduce({tensor}, op, /*blocking=*/true);
+}
+
+Work all_reduce_async(at::Tensor tensor, ReduceOp op) {
+  return default_group().all_reduce({std::move(tensor)}, op, /*blocking=*/false);
+}
+
+void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op) {
+  default_group().all_reduce(tensors, op, /*blocking=*/true);
+}
+
+Work all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op) {
+  return default_group().all_reduce(std::move(tensors), op, /*blocking=*/false);
+}
+
+void broadcast(at::Tensor& tensor, int root) {
+  default_group().broadcast(tensor, root, /*blocking=*/true);
+}
+
+Work broadcast_async(at::Tensor tensor, int root) {
+  return default_group().broadcast(std::move(tensor), root, /*blocking=*/false);
+}
+
+void reduce(at::Tensor& tensor, int root, ReduceOp op) {
+  default_group().reduce(tensor, root, op, /*blocking=*/true);
+}
+
+Work reduce_async(at::Tensor tensor, int root, ReduceOp op) {
+  return default_group().reduce(std::move(tensor), root, op, /*blocking=*/false);
+}
+
+std::vector<at::Tensor> all_gather(const at::Tensor& tensor) {
+  return default_group().all_gather(tensor, /*blocking=*/true).result();
+}
+
+Work all_gather_async(at::Tensor tensor) {
+  return default_group().all_gather(std::move(tensor), /*blocking=*/false);
+}
+
+at::Tensor reduce_scatter(const at::Tensor& input, ReduceOp op) {
+  return default_group().reduce_scatter(input, op, /*blocking=*/true).result().at(0);
+}
+
+Work reduce_scatter_async(at::Tensor input, ReduceOp op) {
+  return default_group().reduce_scatter(std::move(input), op, /*blocking=*/false);
+}
+
+void barrier() { default_group().barrier(/*blocking=*/true); }
+
+Work barrier_async() { return default_group().barrier(/*blocking=*/false); }
+
+}  // namespace lockstep

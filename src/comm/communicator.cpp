@@ -1,0 +1,322 @@
+#include "comm/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+#include "comm/work_state.h"
+#include "lockstep/comm/error.h"
+
+namespace lockstep {
+namespace {
+
+bool is_supported(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kInt: case at::kLong: case at::kByte:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string shape_string(at::IntArrayRef sizes) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
+  out << "]";
+  return out.str();
+}
+
+void check_tensor(const at::Tensor& t, Collective kind, const std::string& backend) {
+  const std::string where = "lockstep::" + to_string(kind) + ": ";
+  if (!t.defined()) throw Error(where + "the tensor is undefined");
+  if (!t.device().is_cpu()) {
+    throw Error(where + "the tensor is on " + t.device().str() + " but the " + backend +
+                " backend works on CPU tensors; pass tensor.cpu()");
+  }
+  if (t.layout() != at::kStrided) {
+    throw Error(where + "sparse tensors are not supported; pass tensor.to_dense()");
+  }
+  if (!t.is_contiguous()) {
+    throw Error(where + "the tensor of shape " + shape_string(t.sizes()) + " with strides " +
+                shape_string(t.strides()) + " is not contiguous; pass tensor.contiguous()");
+  }
+  if (!is_supported(t.scalar_type())) {
+    throw Error(where + "dtype " + std::string(c10::toString(t.scalar_type())) +
+                " is not supported; use float32, float64, float16, bfloat16, int32, int64 "
+                "or uint8");
+  }
+}
+
+void check_root(int root, int world_size, Collective kind) {
+  if (root < 0 || root >= world_size) {
+    throw Error("lockstep::" + to_string(kind) + ": root " + std::to_string(root) +
+                " is not a rank; ranks are 0.." + std::to_string(world_size - 1));
+  }
+}
+
+// What ranks exchange to find out how their calls differ.
+struct CallSummary {
+  uint64_t fingerprint;
+  char text[248];
+};
+
+}  // namespace
+
+Communicator::Communicator(int rank, int world_size, std::chrono::milliseconds timeout,
+                           bool debug)
+    : rank_(rank), world_size_(world_size), timeout_(timeout), debug_(debug) {}
+
+Communicator::~Communicator() { stop_worker(); }
+
+void Communicator::stop_worker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+// ---- collectives: check arguments on the caller's thread, then queue the work ----
+
+Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking) {
+  for (const auto& t : tensors) check_tensor(t, Collective::AllReduce, to_string(backend()));
+  if (tensors.empty()) return Work();
+  Call call(Collective::AllReduce, tensors, op);
+  return submit(std::move(call), [this, tensors, op](const Call& c) mutable {
+    const ReduceOp wire_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+    if (tensors.size() == 1) {
+      if (tensors[0].numel() > 0) run_all_reduce(tensors[0], wire_op, c.tag());
+    } else {
+      // Pack tensors of one dtype into one buffer: one collective per dtype, not per tensor.
+      std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+      for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+      uint32_t group = 0;
+      for (auto& entry : by_dtype) {
+        std::vector<at::Tensor> flat_parts;
+        for (const auto& t : entry.second) flat_parts.push_back(t.view(-1));
+        at::Tensor packed = at::cat(flat_parts);
+        if (packed.numel() > 0) run_all_reduce(packed, wire_op, c.tag() + group++);
+        int64_t offset = 0;
+        for (auto& part : flat_parts) {
+          part.copy_(packed.slice(0, offset, offset + part.numel()));
+          offset += part.numel();
+        }
+      }
+    }
+    if (op == ReduceOp::Avg) {
+      for (auto& t : tensors) divide_by_world_size(t);
+    }
+    return tensors;
+  }, blocking);
+}
+
+Work Communicator::broadcast(at::Tensor tensor, int root, bool blocking) {
+  check_tensor(tensor, Collective::Broadcast, to_string(backend()));
+  check_root(root, world_size_, Collective::Broadcast);
+  Call call(Collective::Broadcast, {tensor}, ReduceOp::Sum, root);
+  return submit(std::move(call), [this, tensor, root](const Call& c) mutable {
+    if (tensor.numel() > 0) run_broadcast(tensor, root, c.tag());
+    return std::vector<at::Tensor>{tensor};
+  }, blocking);
+}
+
+Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking) {
+  check_tensor(tensor, Collective::Reduce, to_string(backend()));
+  check_root(root, world_size_, Collective::Reduce);
+  Call call(Collective::Reduce, {tensor}, op, root);
+  return submit(std::move(call), [this, tensor, root, op](const Call& c) mutable {
+    const ReduceOp wire_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+    if (tensor.numel() > 0) run_reduce(tensor, root, wire_op, c.tag());
+    if (op == ReduceOp::Avg && rank_ == root) divide_by_world_size(tensor);
+    return std::vector<at::Tensor>{tensor};
+  }, blocking);
+}
+
+Work Communicator::all_gather(at::Tensor tensor, bool blocking) {
+  check_tensor(tensor, Collective::AllGather, to_string(backend()));
+  Call call(Collective::AllGather, {tensor});
+  return submit(std::move(call), [this, tensor](const Call& c) {
+    std::vector<int64_t> shape{world_size_};
+    shape.insert(shape.end(), tensor.sizes().begin(), tensor.sizes().end());
+    at::Tensor gathered = at::empty(shape, tensor.options());
+    if (tensor.numel() > 0) run_all_gather(tensor, gathered, c.tag());
+    return gathered.unbind(0);
+  }, blocking);
+}
+
+Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) {
+  check_tensor(input, Collective::ReduceScatter, to_string(backend()));
+  if (input.dim() == 0 || input.size(0) % world_size_ != 0) {
+    throw Error("lockstep::reduce_scatter: the input's first dimension must be divisible by "
+                "the world size " + std::to_string(world_size_) + ", but its shape is " +
+                shape_string(input.sizes()));
+  }
+  Call call(Collective::ReduceScatter, {input}, op);
+  return submit(std::move(call), [this, input, op](const Call& c) {
+    std::vector<int64_t> shape = input.sizes().vec();
+    shape[0] /= world_size_;
+    at::Tensor output = at::empty(shape, input.options());
+    const ReduceOp wire_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+    if (input.numel() > 0) run_reduce_scatter(input, output, wire_op, c.tag());
+    if (op == ReduceOp::Avg) divide_by_world_size(output);
+    return std::vector<at::Tensor>{output};
+  }, blocking);
+}
+
+Work Communicator::barrier(bool blocking) {
+  return submit(Call(Collective::Barrier, {}), [this](const Call& c) {
+    run_barrier(c.tag());
+    return std::vector<at::Tensor>{};
+  }, blocking);
+}
+
+void Communicator::run_reduce_scatter(const at::Tensor& input, at::Tensor& output,
+                                      ReduceOp op, uint32_t tag) {
+  at::Tensor reduced = input.clone();
+  run_all_reduce(reduced, op, tag);
+  output.copy_(reduced.chunk(world_size_, 0)[rank_]);
+}
+
+void Communicator::divide_by_world_size(at::Tensor& tensor) const {
+  if (at::isFloatingType(tensor.scalar_type())) {
+    tensor.div_(world_size_);
+  } else {
+    tensor.div_(world_size_, "trunc");
+  }
+}
+
+// ---- ordering and execution ----
+
+Work Communicator::submit(Call call, Body body, bool blocking) {
+  auto state = std::make_shared<detail::WorkState>();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!failure_.empty()) {
+    throw Error("lockstep: cannot run " + to_string(call.kind) +
+                ": the process group failed earlier and is unusable; call "
+                "lockstep::shutdown() and lockstep::init() again. The failure was: " + failure_);
+  }
+  if (stopping_) throw Error("lockstep: the process group is shutting down");
+  call.seq = next_seq_++;
+  Task task{std::move(call), std::move(body), state};
+  if (blocking && queue_.empty() && !busy_) {
+    busy_ = true;  // run here: no thread hand-off for the common synchronous call
+    lock.unlock();
+    execute(task);
+    lock.lock();
+    busy_ = false;
+    lock.unlock();
+    changed_.notify_all();
+    Work(state).wait();
+    return Work(state);
+  }
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  queue_.push_back(std::move(task));
+  lock.unlock();
+  changed_.notify_all();
+  Work work(state);
+  if (blocking) work.wait();
+  return work;
+}
+
+void Communicator::worker_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+    if (stopping_) break;
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    execute(task);
+    lock.lock();
+    busy_ = false;
+    changed_.notify_all();
+  }
+  for (auto& task : queue_) {
+    task.state->finish({}, std::make_exception_ptr(
+        Error("lockstep: " + task.call.describe() + " was cancelled by shutdown")));
+  }
+  queue_.clear();
+}
+
+void Communicator::execute(Task& task) {
+  const auto started = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(running_mutex_);
+    running_call_ = &task.call;
+    running_since_ = started;
+  }
+  std::vector<at::Tensor> outputs;
+  std::exception_ptr error;
+  try {
+    check_same_call(task.call);
+    outputs = task.body(task.call);
+  } catch (const MismatchError&) {
+    error = std::current_exception();  // found before any data moved: the group stays usable
+  } catch (const Error& e) {
+    error = std::current_exception();
+    mark_failed(e.what());
+  } catch (const std::exception& failure) {
+    error = explain_failure(task.call, failure, std::chrono::steady_clock::now() - started);
+    mark_failed(failure.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(running_mutex_);
+    running_call_ = nullptr;
+  }
+  task.state->finish(std::move(outputs), error);
+}
+
+void Communicator::mark_failed(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.empty()) failure_ = what;
+}
+
+std::optional<std::pair<std::string, std::chrono::steady_clock::duration>>
+Communicator::running() const {
+  std::lock_guard<std::mutex> lock(running_mutex_);
+  if (!running_call_) return std::nullopt;
+  return std::make_pair(running_call_->describe(),
+                        std::chrono::steady_clock::now() - running_since_);
+}
+
+// ---- mismatch checks and failure messages ----
+
+bool Communicator::same_fingerprint_everywhere(uint64_t) { return true; }
+
+void Communicator::check_same_call(const Call& call) {
+  if (!debug_) {
+    if (!checks_every_call() || same_fingerprint_everywhere(call.fingerprint())) return;
+  }
+  CallSummary mine{};
+  mine.fingerprint = call.fingerprint();
+  std::strncpy(mine.text, call.describe().c_str(), sizeof(mine.text) - 1);
+  std::vector<CallSummary> all(world_size_);
+  all_gather_bytes(&mine, all.data(), sizeof(CallSummary), ~call.tag());
+  const bool same = std::all_of(all.begin(), all.end(), [&](const CallSummary& s) {
+    return s.fingerprint == mine.fingerprint;
+  });
+  if (same) return;
+  std::ostringstream message;
+  message << "lockstep: ranks called different collectives (every rank must pass the same "
+             "shapes, dtypes, ops and roots, in the same order):";
+  for (int r = 0; r < world_size_; ++r) message << "\n  rank " << r << ": " << all[r].text;
+  throw MismatchError(message.str());
+}
+
+std::exception_ptr Communicator::explain_failure(const Call& call, const std::exception& failure,
+                                                 std::chrono::steady_clock::duration elapsed) {
+  const std::string message = "lockstep: rank " + std::to_string(rank_) + ": " +
+                              call.describe() + " failed: " + failure.what();
+  if (elapsed >= timeout_) return std::make_exception_ptr(TimeoutError(message));
+  return std::make_exception_ptr(Error(message));
+}
+
+}  // namespace lockstep

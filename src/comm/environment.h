@@ -1,0 +1,40 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "lockstep/comm/init.h"
+
+namespace lockstep {
+
+/// Everything init() needs to know, settled from InitOptions and the environment.
+struct WorldSpec {
+  Backend backend = Backend::Gloo;
+  /// Auto here means "nothing to meet": a world of size 1.
+  InitMethod method = InitMethod::Auto;
+  int rank = 0;
+  int world_size = 1;
+  std::optional<int> local_rank;        // unset: found from host names at rendezvous
+  std::optional<int> local_world_size;
+  std::string master_addr;
+  int master_port = 29500;
+  bool store_hosted_by_launcher = false;  // rank 0 must not host the TCP store itself
+  std::string file_path;
+  std::string socket_ifname;  // network interface for gloo's connections, if pinned
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  bool debug = false;
+  bool launched_by_mpirun = false;
+};
+
+/// Looks up an environment variable; tests pass a map instead of the process environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+EnvLookup process_environment();
+
+/// Settles the world from explicit options first, then LOCKSTEP_*, torchrun, OpenMPI and
+/// Slurm variables. Throws ConfigError naming the variable to fix.
+WorldSpec discover_world(const InitOptions& options, const EnvLookup& env);
+
+}  // namespace lockstep

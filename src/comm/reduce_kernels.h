@@ -1,0 +1,33 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include <c10/core/ScalarType.h>
+
+#include "lockstep/comm/types.h"
+
+// Element-wise reductions on raw buffers, for backends that call back into us for the math
+// (gloo for every dtype, MPI for the 16-bit floats it has no built-in type for).
+namespace lockstep {
+
+/// out[i] = a[i] op b[i] for `count` elements; `out` may alias `a` or `b`.
+using ReduceFunction = void (*)(void* out, const void* a, const void* b, size_t count);
+
+template <typename T, ReduceOp Op>
+void reduce_elements(void* out, const void* a, const void* b, size_t count) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < count; ++i) {
+    if constexpr (Op == ReduceOp::Sum) o[i] = x[i] + y[i];
+    if constexpr (Op == ReduceOp::Product) o[i] = x[i] * y[i];
+    if constexpr (Op == ReduceOp::Min) o[i] = y[i] < x[i] ? y[i] : x[i];
+    if constexpr (Op == ReduceOp::Max) o[i] = x[i] < y[i] ? y[i] : x[i];
+  }
+}
+
+/// The function for `dtype` and `op` (Sum, Product, Min or Max; Avg is Sum then a division).
+ReduceFunction reduce_function(c10::ScalarType dtype, ReduceOp op);
+
+}  // namespace lockstep

@@ -1,0 +1,246 @@
+#include "comm/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "comm/gloo_communicator.h"
+#include "lockstep/comm/error.h"
+
+namespace lockstep {
+namespace {
+
+using StorePtr = std::shared_ptr<gloo::rendezvous::Store>;
+
+std::string first_line(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = torch_error ? torch_error->what_without_backtrace() : e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+std::string seconds(std::chrono::milliseconds timeout) {
+  std::ostringstream out;
+  out << std::chrono::duration<double>(timeout).count() << " s";
+  return out.str();
+}
+
+// libtorch's TCP store seen through gloo's store interface, its keys under a prefix.
+class TorchStore : public gloo::rendezvous::Store {
+ public:
+  TorchStore(c10::intrusive_ptr<c10d::Store> store, std::string prefix)
+      : store_(std::move(store)), prefix_(std::move(prefix)) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(prefix_ + key, std::vector<uint8_t>(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const auto data = store_->get(prefix_ + key);
+    return std::vector<char>(data.begin(), data.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(prefixed(keys)); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    store_->wait(prefixed(keys), timeout);
+  }
+
+ private:
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    for (const auto& key : keys) out.push_back(prefix_ + key);
+    return out;
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string prefix_;
+};
+
+std::string tcp_store_name(const WorldSpec& spec) {
+  return "MASTER_ADDR=" + spec.master_addr + " MASTER_PORT=" + std::to_string(spec.master_port);
+}
+
+StorePtr open_tcp_store(const WorldSpec& spec) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(spec.master_port);
+  options.isServer = spec.rank == 0 && !spec.store_hosted_by_launcher;
+  options.waitWorkers = false;
+  options.timeout = spec.timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options);
+  } catch (const std::exception& e) {
+    if (options.isServer) {
+      throw ConfigError("lockstep: rank 0 cannot host the rendezvous store at " +
+                        tcp_store_name(spec) + ": " + first_line(e) +
+                        "; pick a free MASTER_PORT");
+    }
+    throw ConfigError("lockstep: rank " + std::to_string(spec.rank) +
+                      " cannot reach the rendezvous store at " + tcp_store_name(spec) +
+                      " within " + seconds(spec.timeout) + ": " + first_line(e) +
+                      "; check that rank 0 runs and MASTER_ADDR is reachable from this machine");
+  }
+  // Ranks that init() again (after shutdown) meet under a fresh prefix: every rank adds one
+  // per init, so the count tells which round this is.
+  const int64_t joined = store->add("lockstep/joined", 1);
+  const int64_t round = (joined - 1) / spec.world_size;
+  return std::make_shared<TorchStore>(store, "lockstep/" + std::to_string(round) + "/");
+}
+
+StorePtr open_file_store(const WorldSpec& spec) {
+  const std::string where = "the store directory '" + spec.file_path + "' (LOCKSTEP_INIT_FILE)";
+  std::error_code error;
+  std::filesystem::create_directories(spec.file_path, error);
+  if (error) throw ConfigError("lockstep: cannot create " + where + ": " + error.message());
+  const auto probe = std::filesystem::path(spec.file_path) /
+                     (".write-test-" + std::to_string(spec.rank) + "-" + std::to_string(getpid()));
+  if (!std::ofstream(probe).good()) {
+    throw ConfigError("lockstep: cannot write to " + where + ": " + std::strerror(errno) +
+                      "; pass a directory every rank can write to");
+  }
+  std::filesystem::remove(probe, error);
+  return std::make_shared<gloo::rendezvous::FileStore>(spec.file_path);
+}
+
+StorePtr open_store(const WorldSpec& spec) {
+  switch (spec.method) {
+    case InitMethod::Tcp: return open_tcp_store(spec);
+    case InitMethod::File: return open_file_store(spec);
+    case InitMethod::Auto: return std::make_shared<gloo::rendezvous::HashStore>();
+    case InitMethod::Mpi: break;
+  }
+  throw ConfigError("lockstep: the gloo backend cannot meet through " + to_string(spec.method));
+}
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// The local address the kernel would use to reach `host`: the one other ranks can reach
+// this rank on, whatever interfaces the machine has.
+std::string local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return "";
+  std::string address;
+  const int fd = socket(found->ai_family, SOCK_DGRAM, 0);
+  sockaddr_storage local{};
+  socklen_t length = sizeof(local);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = local.ss_family == AF_INET
+        ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+        : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+    if (inet_ntop(local.ss_family, raw, text, sizeof(text))) address = text;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return address;
+}
+
+gloo::transport::tcp::attr device_attr(const WorldSpec& spec) {
+  gloo::transport::tcp::attr attr;
+  if (!spec.socket_ifname.empty()) {
+    attr.iface = spec.socket_ifname;
+  } else if (spec.world_size == 1) {
+    attr.hostname = "127.0.0.1";
+  } else if (spec.method == InitMethod::Tcp) {
+    attr.hostname = local_address_towards(spec.master_addr);
+  }
+  if (attr.iface.empty() && attr.hostname.empty()) {
+    attr.hostname = local_address_towards(host_name());
+    if (attr.hostname.empty()) attr.hostname = "127.0.0.1";
+  }
+  return attr;
+}
+
+std::string store_name(const WorldSpec& spec) {
+  return spec.method == InitMethod::Tcp ? "the TCP store at " + tcp_store_name(spec)
+                                        : "the file store in '" + spec.file_path + "'";
+}
+
+// Every rank announces itself with its host name; this waits for all and names the
+// missing ones if some never come.
+std::vector<std::string> meet_everyone(gloo::rendezvous::Store& store, const WorldSpec& spec) {
+  const std::string me = host_name();
+  store.set("host-" + std::to_string(spec.rank), std::vector<char>(me.begin(), me.end()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < spec.world_size; ++r) keys.push_back("host-" + std::to_string(r));
+  try {
+    store.wait(keys, spec.timeout);
+  } catch (const std::exception&) {
+    std::ostringstream missing;
+    for (int r = 0; r < spec.world_size; ++r) {
+      try {
+        store.wait({keys[r]}, std::chrono::milliseconds(1));
+      } catch (const std::exception&) {
+        missing << (missing.tellp() > 0 ? ", " : "") << r;
+      }
+    }
+    throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " +
+                       store_name(spec) + " timed out after " + seconds(spec.timeout) +
+                       ": rank(s) " + missing.str() + " never arrived (world size " +
+                       std::to_string(spec.world_size) +
+                       "); check that every worker started with the same settings");
+  }
+  std::vector<std::string> hosts;
+  for (const auto& key : keys) {
+    const auto name = store.get(key);
+    hosts.emplace_back(name.begin(), name.end());
+  }
+  return hosts;
+}
+
+Group join_gloo_group(const WorldSpec& spec) {
+  StorePtr store = open_store(spec);
+  const auto hosts = meet_everyone(*store, spec);
+
+  auto context = std::make_shared<gloo::rendezvous::Context>(spec.rank, spec.world_size);
+  context->setTimeout(spec.timeout);
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(device_attr(spec));
+    context->connectFullMesh(*store, device);
+  } catch (const std::exception& e) {
+    throw Error("lockstep: rank " + std::to_string(spec.rank) +
+                " could not connect to the other ranks through " + store_name(spec) + ": " +
+                e.what());
+  }
+
+  Group group;
+  group.local_rank = 0;
+  group.local_world_size = 0;
+  for (int r = 0; r < spec.world_size; ++r) {
+    if (hosts[r] != hosts[spec.rank]) continue;
+    if (r < spec.rank) ++group.local_rank;
+    ++group.local_world_size;
+  }
+  group.local_rank = spec.local_rank.value_or(group.local_rank);
+  group.local_world_size = spec.local_world_size.value_or(group.local_world_size);
+  group.communicator = std::make_unique<GlooCommunicator>(context, store, spec.timeout, spec.debug);
+  return group;
+}
+
+}  // namespace
+
+Group join_group(const WorldSpec& spec) {
+  if (spec.backend == Backend::Mpi) return join_mpi_group(spec);
+  return join_gloo_group(spec);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,31 @@
+#include "lockstep/comm/work.h"
+
+#include "comm/work_state.h"
+
+namespace lockstep {
+
+Work::Work() : state_(std::make_shared<detail::WorkState>()) {
+  state_->done = true;
+}
+
+Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+void Work::wait() const {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  // No deadline here: every collective is bounded by the process group's own timeout.
+  state_->done_changed.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->done;
+}
+
+std::vector<at::Tensor> Work::result() const {
+  wait();
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->outputs;
+}
+
+}  // namespace lockstep

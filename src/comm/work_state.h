@@ -1,0 +1,31 @@
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace lockstep::detail {
+
+/// What a Work handle waits on: filled in once by whoever ran the collective.
+struct WorkState {
+  std::mutex mutex;
+  std::condition_variable done_changed;
+  bool done = false;
+  std::exception_ptr error;
+  std::vector<at::Tensor> outputs;
+
+  void finish(std::vector<at::Tensor> results, std::exception_ptr failure) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      outputs = std::move(results);
+      error = failure;
+      done = true;
+    }
+    done_changed.notify_all();
+  }
+};
+
+}  // namespace lockstep::detail
