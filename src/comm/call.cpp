@@ -23,6 +23,20 @@ class Fnv1a {
 
 constexpr size_t kMaxTensorsDescribed = 4;
 
+// The names PyTorch users know (torch.float32), not c10's (Float).
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kByte: return "uint8";
+    default: return c10::toString(dtype);
+  }
+}
+
 }  // namespace
 
 std::string to_string(Collective kind) {
@@ -50,7 +64,7 @@ std::string Call::describe() const {
   out << to_string(kind) << " #" << seq << " (";
   if (dtypes.size() > 1) out << dtypes.size() << " tensors: ";
   for (size_t i = 0; i < dtypes.size() && i < kMaxTensorsDescribed; ++i) {
-    out << (i ? ", " : "") << c10::toString(dtypes[i]) << "[";
+    out << (i ? ", " : "") << dtype_name(dtypes[i]) << "[";
     for (size_t d = 0; d < shapes[i].size(); ++d) out << (d ? ", " : "") << shapes[i][d];
     out << "]";
   }

@@ -274,6 +274,11 @@ void Communicator::execute(Task& task) {
   task.state->finish(std::move(outputs), error);
 }
 
+bool Communicator::has_failed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !failure_.empty();
+}
+
 void Communicator::mark_failed(const std::string& what) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (failure_.empty()) failure_ = what;
@@ -299,7 +304,9 @@ void Communicator::check_same_call(const Call& call) {
   mine.fingerprint = call.fingerprint();
   std::strncpy(mine.text, call.describe().c_str(), sizeof(mine.text) - 1);
   std::vector<CallSummary> all(world_size_);
-  all_gather_bytes(&mine, all.data(), sizeof(CallSummary), ~call.tag());
+  // The tag depends on the sequence number only: the calls being compared may differ.
+  const uint32_t tag = 0x80000000u | static_cast<uint32_t>(call.seq);
+  all_gather_bytes(&mine, all.data(), sizeof(CallSummary), tag);
   const bool same = std::all_of(all.begin(), all.end(), [&](const CallSummary& s) {
     return s.fingerprint == mine.fingerprint;
   });

@@ -43,6 +43,9 @@ class Communicator {
   Work reduce_scatter(at::Tensor input, ReduceOp op, bool blocking);
   Work barrier(bool blocking);
 
+  /// True once a collective failed in a way that leaves the group unusable.
+  bool has_failed() const;
+
   /// Description of the collective running now and for how long, if one is (for watchdogs).
   std::optional<std::pair<std::string, std::chrono::steady_clock::duration>> running() const;
 
@@ -94,7 +97,7 @@ class Communicator {
   const std::chrono::milliseconds timeout_;
   const bool debug_;
 
-  std::mutex mutex_;  // guards everything below it
+  mutable std::mutex mutex_;  // guards everything below it
   std::condition_variable changed_;
   std::deque<Task> queue_;
   bool busy_ = false;  // a collective is running, inline or on the worker

@@ -30,7 +30,9 @@ void leave(bool gracefully) {
   std::unique_ptr<Group> ending(group);
   group = nullptr;
   // A last barrier keeps rank 0 (which may host the store) alive until everyone is done.
-  if (gracefully) ending->communicator->barrier(/*blocking=*/true);
+  if (gracefully && !ending->communicator->has_failed()) {
+    ending->communicator->barrier(/*blocking=*/true);
+  }
 }
 
 void leave_at_exit() {

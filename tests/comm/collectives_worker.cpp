@@ -1,0 +1,248 @@
+// A worker the tests start as a real process (under the launcher, mpirun, or with a
+// hand-made environment). Its first argument picks a scenario; it prints what went wrong
+// and exits non-zero when anything does.
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "lockstep/lockstep.h"
+
+namespace {
+
+using lockstep::ReduceOp;
+
+const std::vector<torch::ScalarType> kDtypes = {torch::kFloat, torch::kDouble, torch::kHalf,
+                                                torch::kBFloat16, torch::kInt, torch::kLong,
+                                                torch::kByte};
+int failures = 0;
+
+void expect_equal(const torch::Tensor& got, const torch::Tensor& want, const std::string& what) {
+  if (got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() &&
+      torch::equal(got, want)) {
+    return;
+  }
+  ++failures;
+  std::cerr << "rank " << lockstep::rank() << ": " << what << " is wrong\n  got  "
+            << got.to(torch::kDouble).flatten().slice(0, 0, 8) << "\n  want "
+            << want.to(torch::kDouble).flatten().slice(0, 0, 8) << "\n";
+}
+
+// Every element's value on rank r is small and exact in every dtype; `i` varies it per
+// element so that element-wise mistakes show.
+torch::Tensor element_index(int64_t n) { return torch::arange(n, torch::kDouble); }
+
+torch::Tensor input_for(int r, int n, int64_t numel, ReduceOp op) {
+  const auto i = element_index(numel);
+  switch (op) {
+    case ReduceOp::Product: return (r + 1) + torch::remainder(i, 2);
+    case ReduceOp::Min:
+    case ReduceOp::Max: return torch::remainder(r + i, n) + 1 + torch::remainder(i, 4);
+    default: return (r + 1) * (1 + torch::remainder(i, 4));
+  }
+}
+
+torch::Tensor expected_reduction(int n, int64_t numel, ReduceOp op, torch::ScalarType dtype) {
+  torch::Tensor acc = input_for(0, n, numel, op);
+  for (int r = 1; r < n; ++r) {
+    const auto x = input_for(r, n, numel, op);
+    switch (op) {
+      case ReduceOp::Product: acc = acc * x; break;
+      case ReduceOp::Min: acc = torch::minimum(acc, x); break;
+      case ReduceOp::Max: acc = torch::maximum(acc, x); break;
+      default: acc = acc + x;
+    }
+  }
+  if (op == ReduceOp::Avg) {
+    acc = torch::isFloatingType(dtype) ? acc / n : torch::div(acc, n, "trunc");
+  }
+  return acc.to(dtype);
+}
+
+void check_all_reduce(int r, int n, torch::ScalarType dtype, int64_t numel) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
+    const std::string what = "all_reduce(" + lockstep::to_string(op) + ", " +
+                             c10::toString(dtype) + ", " + std::to_string(numel) + ")";
+    torch::Tensor t = input_for(r, n, numel, op).to(dtype);
+    lockstep::all_reduce(t, op);
+    expect_equal(t, expected_reduction(n, numel, op, dtype), what);
+
+    torch::Tensor u = input_for(r, n, numel, op).to(dtype);
+    lockstep::Work work = lockstep::all_reduce_async(u, op);
+    work.wait();
+    expect_equal(u, expected_reduction(n, numel, op, dtype), "async " + what);
+    expect_equal(work.result().at(0), u, "result() of async " + what);
+  }
+}
+
+void check_rooted(int r, int n, torch::ScalarType dtype) {
+  const std::string type = c10::toString(dtype);
+  for (int root = 0; root < n; ++root) {
+    torch::Tensor t = input_for(r, n, 7, ReduceOp::Sum).to(dtype);
+    lockstep::broadcast(t, root);
+    expect_equal(t, input_for(root, n, 7, ReduceOp::Sum).to(dtype),
+                 "broadcast(root " + std::to_string(root) + ", " + type + ")");
+
+    torch::Tensor s = input_for(r, n, 7, ReduceOp::Max).to(dtype);
+    lockstep::reduce(s, root, ReduceOp::Max);
+    const auto want = r == root ? expected_reduction(n, 7, ReduceOp::Max, dtype)
+                                : input_for(r, n, 7, ReduceOp::Max).to(dtype);
+    expect_equal(s, want, "reduce(root " + std::to_string(root) + ", Max, " + type + ")");
+
+    torch::Tensor a = input_for(r, n, 5, ReduceOp::Sum).to(dtype);
+    lockstep::reduce_async(a, root, ReduceOp::Avg).wait();
+    if (r == root) {
+      expect_equal(a, expected_reduction(n, 5, ReduceOp::Avg, dtype), "reduce_async(Avg, " + type + ")");
+    }
+  }
+}
+
+void check_gathers(int r, int n, torch::ScalarType dtype) {
+  const std::string type = c10::toString(dtype);
+  const auto mine = input_for(r, n, 6, ReduceOp::Sum).reshape({2, 3}).to(dtype);
+  const auto parts = lockstep::all_gather(mine);
+  if (static_cast<int>(parts.size()) != n) {
+    ++failures;
+    std::cerr << "all_gather returned " << parts.size() << " parts\n";
+  }
+  for (int q = 0; q < n && q < static_cast<int>(parts.size()); ++q) {
+    expect_equal(parts[q], input_for(q, n, 6, ReduceOp::Sum).reshape({2, 3}).to(dtype),
+                 "all_gather part " + std::to_string(q) + " (" + type + ")");
+  }
+  const auto async_parts = lockstep::all_gather_async(mine).result();
+  expect_equal(async_parts.at(n - 1), input_for(n - 1, n, 6, ReduceOp::Sum).reshape({2, 3}).to(dtype),
+               "all_gather_async last part (" + type + ")");
+
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
+    const auto input = input_for(r, n, n * 2 * 3, op).reshape({n * 2, 3}).to(dtype);
+    const auto want = expected_reduction(n, n * 2 * 3, op, dtype).reshape({n * 2, 3}).chunk(n, 0)[r];
+    expect_equal(lockstep::reduce_scatter(input, op), want,
+                 "reduce_scatter(" + lockstep::to_string(op) + ", " + type + ")");
+    expect_equal(lockstep::reduce_scatter_async(input, op).result().at(0), want,
+                 "reduce_scatter_async(" + lockstep::to_string(op) + ", " + type + ")");
+  }
+}
+
+void check_coalesced(int r, int n) {
+  std::vector<torch::Tensor> tensors;
+  std::vector<torch::Tensor> wanted;
+  int64_t numel = 3;
+  for (auto dtype : kDtypes) {
+    tensors.push_back(input_for(r, n, numel, ReduceOp::Sum).to(dtype));
+    wanted.push_back(expected_reduction(n, numel, ReduceOp::Sum, dtype));
+    numel += 2;
+  }
+  tensors.push_back(input_for(r, n, 4, ReduceOp::Sum).to(torch::kFloat).reshape({2, 2}));
+  wanted.push_back(expected_reduction(n, 4, ReduceOp::Sum, torch::kFloat).reshape({2, 2}));
+  lockstep::all_reduce(tensors);
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    expect_equal(tensors[k], wanted[k], "coalesced all_reduce tensor " + std::to_string(k));
+  }
+  auto copies = std::vector<torch::Tensor>{input_for(r, n, 9, ReduceOp::Sum).to(torch::kDouble)};
+  lockstep::all_reduce_async(copies, ReduceOp::Avg).wait();
+  expect_equal(copies[0], expected_reduction(n, 9, ReduceOp::Avg, torch::kDouble), "coalesced async Avg");
+}
+
+void check_everything() {
+  const int r = lockstep::rank();
+  const int n = lockstep::world_size();
+  for (auto dtype : kDtypes) {
+    check_all_reduce(r, n, dtype, 15);
+    check_rooted(r, n, dtype);
+    check_gathers(r, n, dtype);
+  }
+  // Large enough to be split into many segments by the backends.
+  check_all_reduce(r, n, torch::kFloat, (1 << 19) + 3);
+  check_all_reduce(r, n, torch::kHalf, (1 << 18) + 1);
+  check_coalesced(r, n);
+
+  // Many async calls in flight at once complete in order with the right values.
+  std::vector<torch::Tensor> pending;
+  std::vector<lockstep::Work> works;
+  for (int k = 0; k < 20; ++k) {
+    pending.push_back(torch::full({100}, r + k, torch::kLong));
+    works.push_back(lockstep::all_reduce_async(pending.back()));
+  }
+  lockstep::barrier();
+  lockstep::barrier_async().wait();
+  for (int k = 0; k < 20; ++k) {
+    works[k].wait();
+    expect_equal(pending[k], torch::full({100}, n * (n - 1) / 2 + n * k, torch::kLong),
+                 "async all_reduce #" + std::to_string(k));
+  }
+}
+
+// Rank 1 passes a different shape or dtype; every rank must get an error, not hang.
+int mismatch(const std::string& kind) {
+  const int r = lockstep::rank();
+  torch::Tensor t = torch::ones({4}, torch::kFloat);
+  if (r == 1 && kind == "shape") t = torch::ones({5}, torch::kFloat);
+  if (r == 1 && kind == "dtype") t = torch::ones({4}, torch::kInt);
+  try {
+    lockstep::all_reduce(t);
+  } catch (const lockstep::MismatchError& e) {
+    std::cout << "rank " << r << " MismatchError: " << e.what() << std::endl;
+    return 0;
+  } catch (const lockstep::Error& e) {
+    std::cout << "rank " << r << " Error: " << e.what() << std::endl;
+    return 3;
+  }
+  std::cout << "rank " << r << " no error" << std::endl;
+  return 4;
+}
+
+// The last rank leaves; the others must fail within the timeout and say which call stalled.
+int dead_rank(const std::string& how) {
+  const int r = lockstep::rank();
+  const int n = lockstep::world_size();
+  torch::Tensor t = torch::ones({4});
+  lockstep::all_reduce(t);  // everyone is connected
+  if (r == n - 1) {
+    if (how == "exit") std::_Exit(0);
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // hangs without a collective
+    return 0;
+  }
+  try {
+    lockstep::all_reduce(t);
+  } catch (const lockstep::Error& e) {
+    std::cout << "rank " << r << " error: " << e.what() << std::endl;
+    return 0;
+  }
+  std::cout << "rank " << r << " no error" << std::endl;
+  return 4;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "all";
+  try {
+    lockstep::init();
+    if (scenario == "all") {
+      check_everything();
+      if (failures > 0) return 1;
+      std::cout << "rank " << lockstep::rank() << " of " << lockstep::world_size()
+                << " (local " << lockstep::local_rank() << " of " << lockstep::local_world_size()
+                << ", " << lockstep::to_string(lockstep::backend()) << "): all collectives correct"
+                << std::endl;
+    } else if (scenario == "mismatch-shape" || scenario == "mismatch-dtype") {
+      const int code = mismatch(scenario.substr(9));
+      if (code != 0) return code;
+    } else if (scenario == "dead-exit" || scenario == "dead-hang") {
+      const int code = dead_rank(scenario.substr(5));
+      if (code != 0) return code;
+      return 0;  // no shutdown: its barrier would wait for the dead rank
+    } else if (scenario == "init-only") {
+      std::cout << "rank " << lockstep::rank() << " joined" << std::endl;
+    } else {
+      std::cerr << "unknown scenario " << scenario << "\n";
+      return 2;
+    }
+    lockstep::shutdown();
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

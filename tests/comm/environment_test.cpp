@@ -1,0 +1,123 @@
+// How init() reads torchrun, OpenMPI, Slurm and lockstep variables (no processes needed).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "comm/environment.h"
+#include "lockstep/comm/error.h"
+
+namespace lockstep {
+namespace {
+
+EnvLookup env_of(std::map<std::string, std::string> values) {
+  return [values](const std::string& name) -> std::optional<std::string> {
+    const auto found = values.find(name);
+    if (found == values.end()) return std::nullopt;
+    return found->second;
+  };
+}
+
+std::string error_of(const InitOptions& options, std::map<std::string, std::string> env) {
+  try {
+    discover_world(options, env_of(std::move(env)));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Environment, NothingSetMeansAWorldOfOne) {
+  const auto spec = discover_world(InitOptions(), env_of({}));
+  EXPECT_EQ(spec.rank, 0);
+  EXPECT_EQ(spec.world_size, 1);
+  EXPECT_EQ(spec.backend, Backend::Gloo);
+  EXPECT_EQ(spec.method, InitMethod::Auto);
+  EXPECT_EQ(spec.timeout, std::chrono::seconds(300));
+  EXPECT_FALSE(spec.debug);
+}
+
+TEST(Environment, TorchrunVariables) {
+  const auto spec = discover_world(InitOptions(), env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"},
+      {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  EXPECT_EQ(spec.rank, 3);
+  EXPECT_EQ(spec.world_size, 4);
+  EXPECT_EQ(spec.local_rank, 1);
+  EXPECT_EQ(spec.local_world_size, 2);
+  EXPECT_EQ(spec.method, InitMethod::Tcp);
+  EXPECT_EQ(spec.master_addr, "node7");
+  EXPECT_EQ(spec.master_port, 1234);
+  EXPECT_TRUE(spec.store_hosted_by_launcher);
+}
+
+TEST(Environment, OpenMpiVariablesPickTheMpiBackend) {
+  const auto spec = discover_world(InitOptions(), env_of({{"OMPI_COMM_WORLD_RANK", "1"},
+      {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  EXPECT_EQ(spec.rank, 1);
+  EXPECT_EQ(spec.world_size, 2);
+  EXPECT_EQ(spec.backend, Backend::Mpi);
+  EXPECT_EQ(spec.method, InitMethod::Mpi);
+  EXPECT_EQ(spec.local_rank, 1);
+}
+
+TEST(Environment, SlurmVariablesWithAFileStore) {
+  const auto spec = discover_world(InitOptions(), env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"},
+      {"SLURM_LOCALID", "1"}, {"LOCKSTEP_INIT_FILE", "/shared/run"}}));
+  EXPECT_EQ(spec.rank, 5);
+  EXPECT_EQ(spec.world_size, 8);
+  EXPECT_EQ(spec.method, InitMethod::File);
+  EXPECT_EQ(spec.file_path, "/shared/run");
+  EXPECT_FALSE(spec.local_rank.has_value());  // no local size: found from host names
+}
+
+TEST(Environment, MpirunInsideASlurmAllocationIsNotAConflict) {
+  const auto spec = discover_world(InitOptions(), env_of({{"OMPI_COMM_WORLD_RANK", "1"},
+      {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+  EXPECT_EQ(spec.rank, 1);
+  EXPECT_EQ(spec.world_size, 2);
+}
+
+TEST(Environment, OptionsOverrideTheEnvironment) {
+  const auto spec = discover_world(
+      InitOptions().rank(1).world_size(2).backend(Backend::Gloo).method(InitMethod::File)
+          .file_path("/tmp/x").timeout(std::chrono::seconds(7)).debug(true),
+      env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCKSTEP_TIMEOUT", "9"}}));
+  EXPECT_EQ(spec.rank, 1);
+  EXPECT_EQ(spec.world_size, 2);
+  EXPECT_EQ(spec.method, InitMethod::File);
+  EXPECT_EQ(spec.timeout, std::chrono::seconds(7));
+  EXPECT_TRUE(spec.debug);
+}
+
+TEST(Environment, LockstepVariables) {
+  const auto spec = discover_world(InitOptions(), env_of({{"LOCKSTEP_RANK", "0"}, {"LOCKSTEP_WORLD_SIZE", "2"},
+      {"RANK", "0"}, {"MASTER_ADDR", "h"}, {"LOCKSTEP_TIMEOUT", "2.5"}, {"LOCKSTEP_DEBUG", "1"},
+      {"LOCKSTEP_USE_AGENT_STORE", "1"}}));
+  EXPECT_EQ(spec.timeout, std::chrono::milliseconds(2500));
+  EXPECT_TRUE(spec.debug);
+  EXPECT_TRUE(spec.store_hosted_by_launcher);
+}
+
+TEST(Environment, ErrorsNameTheVariableToFix) {
+  EXPECT_EQ(error_of(InitOptions(), {{"RANK", "1"}}),
+            "lockstep: RANK is set but the world size is not; set both (e.g. RANK and WORLD_SIZE)");
+  EXPECT_EQ(error_of(InitOptions().rank(4), {{"WORLD_SIZE", "4"}}),
+            "lockstep: InitOptions::rank=4 is out of range for WORLD_SIZE=4 (ranks are 0..3)");
+  EXPECT_EQ(error_of(InitOptions(), {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCKSTEP_WORLD_SIZE", "3"}}),
+            "lockstep: conflicting settings: LOCKSTEP_WORLD_SIZE=3 but WORLD_SIZE=2; unset the one "
+            "that does not belong to this launch");
+  EXPECT_NE(error_of(InitOptions(), {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"},
+                                     {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})
+                .find("LOCAL_RANK=2 and LOCAL_WORLD_SIZE=2 do not fit"),
+            std::string::npos);
+  EXPECT_NE(error_of(InitOptions().backend(Backend::Mpi).method(InitMethod::Tcp), {})
+                .find("the mpi backend finds its ranks through mpirun"),
+            std::string::npos);
+  EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_DEBUG", "maybe"}}),
+            "lockstep: LOCKSTEP_DEBUG='maybe' must be 1 or 0");
+  EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_INIT_METHOD", "carrier-pigeon"}}),
+            "lockstep: LOCKSTEP_INIT_METHOD='carrier-pigeon' must be tcp, file, mpi or auto");
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,160 @@
+// What happens when ranks disagree, die, never come, or are misconfigured: an error on
+// every rank within the timeout (or the watchdog ending an MPI job), naming what to fix.
+#include <gtest/gtest.h>
+
+#include "world.h"
+
+namespace lockstep::testing {
+namespace {
+
+using std::chrono::steady_clock;
+
+double seconds_since(steady_clock::time_point start) {
+  return std::chrono::duration<double>(steady_clock::now() - start).count();
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::vector<std::string> worker(const std::string& scenario) {
+  return {COLLECTIVES_WORKER, scenario};
+}
+
+TEST(Mismatch, GlooShapesDifferEveryRankRaisesNamingBoth) {
+  const auto start = steady_clock::now();
+  const auto ranks = run_processes(2, worker("mismatch-shape"), tcp_world(2, {{"LOCKSTEP_TIMEOUT", "2"}}));
+  EXPECT_LT(seconds_since(start), 15);
+  for (const auto& f : ranks) {
+    EXPECT_EQ(f.exit_code, 0) << f.output;
+    EXPECT_TRUE(contains(f.output, "MismatchError")) << f.output;
+    EXPECT_TRUE(contains(f.output, "float32[4]") && contains(f.output, "float32[5]")) << f.output;
+  }
+}
+
+TEST(Mismatch, GlooDtypesDifferEveryRankRaisesNamingBoth) {
+  const auto ranks = run_processes(2, worker("mismatch-dtype"), file_world(2, {{"LOCKSTEP_TIMEOUT", "2"}}));
+  for (const auto& f : ranks) {
+    EXPECT_EQ(f.exit_code, 0) << f.output;
+    EXPECT_TRUE(contains(f.output, "float32[4]") && contains(f.output, "int32[4]")) << f.output;
+  }
+}
+
+TEST(Mismatch, DebugModeFindsItBeforeAnyDataMoves) {
+  const auto start = steady_clock::now();
+  const auto ranks = run_processes(
+      3, worker("mismatch-shape"), tcp_world(3, {{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_DEBUG", "1"}}));
+  EXPECT_LT(seconds_since(start), 30);  // well before the 60 s timeout
+  for (const auto& f : ranks) {
+    EXPECT_EQ(f.exit_code, 0) << f.output;
+    EXPECT_TRUE(contains(f.output, "rank 1: all_reduce #1 (float32[5], Sum)")) << f.output;
+    EXPECT_TRUE(contains(f.output, "rank 2: all_reduce #1 (float32[4], Sum)")) << f.output;
+  }
+}
+
+TEST(Mismatch, MpiChecksEveryCallAndRaisesOnEveryRank) {
+  for (const std::string kind : {"mismatch-shape", "mismatch-dtype"}) {
+    auto argv = mpirun(2);
+    argv.insert(argv.end(), {COLLECTIVES_WORKER, kind});
+    const auto run = run_process(argv, mpirun_env({{"LOCKSTEP_TIMEOUT", "30"}}), std::chrono::seconds(60));
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_TRUE(contains(run.output, "rank 0 MismatchError")) << run.output;
+    EXPECT_TRUE(contains(run.output, "rank 1 MismatchError")) << run.output;
+    EXPECT_TRUE(contains(run.output, kind == "mismatch-shape" ? "float32[5]" : "int32[4]")) << run.output;
+  }
+}
+
+TEST(DeadRank, GlooRankThatExitsGivesTheOthersAnError) {
+  const auto start = steady_clock::now();
+  const auto ranks = run_processes(3, worker("dead-exit"), tcp_world(3, {{"LOCKSTEP_TIMEOUT", "3"}}));
+  EXPECT_LT(seconds_since(start), 20);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #1 (float32[4], Sum) failed")) << ranks[r].output;
+  }
+}
+
+TEST(DeadRank, GlooRankThatHangsGivesTheOthersATimeoutNamingIt) {
+  const auto ranks = run_processes(3, worker("dead-hang"), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}),
+                                   std::chrono::seconds(15));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #1 (float32[4], Sum) failed after")) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "rank 2: no report")) << ranks[r].output;
+  }
+}
+
+TEST(DeadRank, MpiWatchdogEndsTheJobNamingTheStalledCollective) {
+  auto argv = mpirun(2);
+  argv.insert(argv.end(), {COLLECTIVES_WORKER, "dead-hang"});
+  const auto start = steady_clock::now();
+  const auto run = run_process(argv, mpirun_env({{"LOCKSTEP_TIMEOUT", "2"}}), std::chrono::seconds(50));
+  EXPECT_LT(seconds_since(start), 40);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "rank 0: all_reduce #1 (float32[4], Sum) did not complete within 2.0 s"))
+      << run.output;
+}
+
+TEST(Rendezvous, RankThatNeverArrivesIsNamed) {
+  for (const auto& world : {tcp_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}})}) {
+    const auto start = steady_clock::now();
+    const auto ranks = run_processes(2, worker("init-only"), world, std::chrono::seconds(30));
+    EXPECT_LT(seconds_since(start), 15);
+    for (const auto& f : ranks) {
+      EXPECT_NE(f.exit_code, 0) << f.output;
+      EXPECT_TRUE(contains(f.output, "rank(s) 2 never arrived (world size 3)")) << f.output;
+    }
+  }
+}
+
+struct BadConfig {
+  Env env;
+  std::string message;
+};
+
+TEST(BadConfig, EndsWithOneLineSayingWhatToFix) {
+  const std::string port = std::to_string(free_port());
+  const std::vector<BadConfig> cases = {
+      {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 must be at least 1"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2 is out of range for WORLD_SIZE=2"},
+      {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK='x' is not an integer"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "127.0.0.1"}},
+       "conflicting settings: RANK=0 but OMPI_COMM_WORLD_RANK=1"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}}, "no way to meet the other ranks"},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.255.255.1"}, {"MASTER_PORT", port},
+        {"LOCKSTEP_TIMEOUT", "2"}},
+       "cannot reach the rendezvous store at MASTER_ADDR=10.255.255.1"},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "no-such-host.invalid"}, {"MASTER_PORT", port},
+        {"LOCKSTEP_TIMEOUT", "2"}},
+       "cannot reach the rendezvous store at MASTER_ADDR=no-such-host.invalid"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCKSTEP_INIT_FILE", "/proc/lockstep-store"}},
+       "cannot create the store directory '/proc/lockstep-store'"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "70000"}},
+       "MASTER_PORT=70000 is not a TCP port"},
+      {{{"LOCKSTEP_BACKEND", "nccl2"}}, "LOCKSTEP_BACKEND='nccl2' must be gloo, mpi or auto"},
+      {{{"LOCKSTEP_TIMEOUT", "-1"}}, "LOCKSTEP_TIMEOUT='-1' must be a positive number"},
+  };
+  for (const auto& c : cases) {
+    const auto start = steady_clock::now();
+    const auto run = run_process(worker("init-only"), c.env, std::chrono::seconds(30));
+    EXPECT_LT(seconds_since(start), 15) << c.message;
+    EXPECT_NE(run.exit_code, 0) << run.output;
+    EXPECT_TRUE(contains(run.output, c.message)) << "expected: " << c.message << "\ngot: " << run.output;
+    EXPECT_EQ(count_lines(run.output), 1u) << run.output;
+  }
+}
+
+TEST(BadConfig, PortAlreadyTakenByAnotherStore) {
+  const auto world = tcp_world(2, {{"LOCKSTEP_TIMEOUT", "3"}});
+  // Two rank-0s on one port: whichever comes second cannot host the store.
+  const auto ranks = run_processes(2, worker("init-only"), [&](int) { return world(0); },
+                                   std::chrono::seconds(30));
+  const int failed = (ranks[0].exit_code != 0) + (ranks[1].exit_code != 0);
+  EXPECT_EQ(failed, 2);
+  const std::string all = ranks[0].output + ranks[1].output;
+  EXPECT_TRUE(contains(all, "rank 0 cannot host the rendezvous store at MASTER_ADDR=127.0.0.1")) << all;
+}
+
+}  // namespace
+}  // namespace lockstep::testing

@@ -1,0 +1,139 @@
+// Ranks as threads over gloo and an in-memory store: cheap checks of ordering, async work,
+// mismatches and failures, with the same communicator code the processes use.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <torch/torch.h>
+
+#include "comm/gloo_communicator.h"
+#include "lockstep/comm/error.h"
+
+namespace lockstep {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Runs body(communicator) on `n` threads, each its own rank, and returns what each returned.
+template <typename Body>
+auto on_threads(int n, Body body, milliseconds timeout = milliseconds(5000), bool debug = false) {
+  auto store = std::make_shared<gloo::rendezvous::HashStore>();
+  using Result = decltype(body(std::declval<Communicator&>()));
+  std::vector<std::future<Result>> futures;
+  for (int r = 0; r < n; ++r) {
+    futures.push_back(std::async(std::launch::async, [=] {
+      auto context = std::make_shared<gloo::rendezvous::Context>(r, n);
+      context->setTimeout(timeout);
+      auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+      context->connectFullMesh(*store, device);
+      GlooCommunicator comm(context, store, timeout, debug);
+      return body(static_cast<Communicator&>(comm));
+    }));
+  }
+  std::vector<Result> results;
+  for (auto& f : futures) results.push_back(f.get());
+  return results;
+}
+
+TEST(Threads, AsyncWorkCompletesInCallOrder) {
+  const auto results = on_threads(3, [](Communicator& comm) {
+    std::vector<torch::Tensor> tensors;
+    std::vector<Work> works;
+    for (int k = 0; k < 50; ++k) {
+      tensors.push_back(torch::full({1000}, comm.rank() * 100 + k, torch::kDouble));
+      works.push_back(comm.all_reduce({tensors.back()}, ReduceOp::Sum, /*blocking=*/false));
+    }
+    torch::Tensor last = torch::full({3}, comm.rank() + 1.0);
+    comm.all_reduce({last}, ReduceOp::Max, /*blocking=*/true);  // queued behind the async ones
+    bool ok = last.equal(torch::full({3}, 3.0));
+    for (int k = 0; k < 50; ++k) {
+      works[k].wait();
+      ok = ok && works[k].is_completed() &&
+           tensors[k].equal(torch::full({1000}, 300.0 + 3 * k, torch::kDouble));
+    }
+    return ok;
+  });
+  for (bool ok : results) EXPECT_TRUE(ok);
+}
+
+TEST(Threads, DebugModeMismatchLeavesTheGroupUsable) {
+  const auto results = on_threads(2, [](Communicator& comm) {
+    std::string message;
+    try {
+      comm.all_reduce({torch::ones({comm.rank() + 2})}, ReduceOp::Sum, true);
+    } catch (const MismatchError& e) {
+      message = e.what();
+    }
+    torch::Tensor t = torch::ones({2});
+    comm.all_reduce({t}, ReduceOp::Sum, true);
+    return message + (t.equal(torch::full({2}, 2.0)) ? "|usable" : "|broken");
+  }, milliseconds(5000), /*debug=*/true);
+  for (const auto& m : results) {
+    EXPECT_NE(m.find("rank 0: all_reduce #0 (float32[2], Sum)"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1: all_reduce #0 (float32[3], Sum)"), std::string::npos) << m;
+    EXPECT_NE(m.find("|usable"), std::string::npos) << m;
+  }
+}
+
+TEST(Threads, AfterATimeoutTheGroupSaysItIsUnusable) {
+  const auto results = on_threads(2, [](Communicator& comm) {
+    std::string first, second;
+    try {
+      if (comm.rank() == 0) comm.all_reduce({torch::ones({2})}, ReduceOp::Sum, true);
+      else comm.broadcast(torch::ones({2}), 0, true);
+    } catch (const Error& e) {
+      first = e.what();
+    }
+    try {
+      comm.barrier(true);
+    } catch (const Error& e) {
+      second = e.what();
+    }
+    return first + "\n" + second;
+  }, milliseconds(1000));
+  EXPECT_NE(results[0].find("rank 1: failed in broadcast #0 (float32[2], root 0)"), std::string::npos) << results[0];
+  EXPECT_NE(results[1].find("rank 0: failed in all_reduce #0 (float32[2], Sum)"), std::string::npos) << results[1];
+  for (const auto& m : results) {
+    EXPECT_NE(m.find("cannot run barrier: the process group failed earlier"), std::string::npos) << m;
+  }
+}
+
+TEST(Threads, BadTensorsAreRejectedBeforeAnythingIsSent) {
+  const auto results = on_threads(1, [](Communicator& comm) {
+    std::vector<std::string> messages;
+    for (auto t : {torch::ones({3, 4}).t(), torch::ones({2}, torch::kComplexFloat), torch::Tensor()}) {
+      try {
+        comm.all_reduce({t}, ReduceOp::Sum, true);
+        messages.push_back("no error");
+      } catch (const Error& e) {
+        messages.push_back(e.what());
+      }
+    }
+    try {
+      comm.broadcast(torch::ones({1}), 5, true);
+    } catch (const Error& e) {
+      messages.push_back(e.what());
+    }
+    try {
+      comm.reduce_scatter(torch::ones({3}), ReduceOp::Sum, true);
+      messages.push_back("no error");
+    } catch (const Error& e) {
+      messages.push_back(e.what());
+    }
+    return messages;
+  });
+  const auto& m = results[0];
+  EXPECT_EQ(m[0], "lockstep::all_reduce: the tensor of shape [4, 3] with strides [1, 4] is not "
+                  "contiguous; pass tensor.contiguous()");
+  EXPECT_NE(m[1].find("dtype ComplexFloat is not supported"), std::string::npos) << m[1];
+  EXPECT_EQ(m[2], "lockstep::all_reduce: the tensor is undefined");
+  EXPECT_EQ(m[3], "lockstep::broadcast: root 5 is not a rank; ranks are 0..0");
+  EXPECT_EQ(m[4], "no error");  // world size 1 divides anything
+}
+
+}  // namespace
+}  // namespace lockstep
