@@ -19,6 +19,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm/gloo_communicator.h"
+#include "comm/tcp_probe.h"
 #include "lockstep/comm/error.h"
 
 namespace lockstep {
@@ -78,6 +79,11 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
   options.isServer = spec.rank == 0 && !spec.store_hosted_by_launcher;
   options.waitWorkers = false;
   options.timeout = spec.timeout;
+  if (options.isServer) {
+    check_port_free(spec.master_port);
+  } else {
+    wait_until_listening(spec.master_addr, spec.master_port, spec.timeout);
+  }
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options);
