@@ -2,7 +2,7 @@
 // and rendezvous method (the worker checks exact values; see collectives_worker.cpp).
 #include <gtest/gtest.h>
 
-#include "world.h"
+#include "support/world.h"
 
 namespace lockstep::testing {
 namespace {

@@ -2,7 +2,7 @@
 // every rank within the timeout (or the watchdog ending an MPI job), naming what to fix.
 #include <gtest/gtest.h>
 
-#include "world.h"
+#include "support/world.h"
 
 namespace lockstep::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "world.h"
+#include "support/world.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

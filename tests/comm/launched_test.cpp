@@ -1,0 +1,47 @@
+// lockstep programs under the launcher (`lockstep run`), including the perceptron example
+// that `make run` starts.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "support/world.h"
+
+namespace lockstep::testing {
+namespace {
+
+TEST(Launched, EveryCollectiveUnderTheLauncherOverGloo) {
+  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "3", "--", COLLECTIVES_WORKER, "all"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  for (int r = 0; r < 3; ++r) {
+    const std::string line = "[rank " + std::to_string(r) + "] rank " + std::to_string(r) +
+                             " of 3 (local " + std::to_string(r) + " of 3, gloo): all collectives correct";
+    EXPECT_NE(run.output.find(line), std::string::npos) << run.output;
+  }
+}
+
+TEST(Launched, EveryCollectiveUnderTheLauncherOverMpi) {
+  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--backend", "mpi", "--",
+                                COLLECTIVES_WORKER, "all"}, mpirun_env());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("rank 1 of 2 (local 1 of 2, mpi): all collectives correct"),
+            std::string::npos) << run.output;
+}
+
+TEST(Launched, PerceptronOnTwoWorkersPrintsADecreasingMse) {
+  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", PERCEPTRON, "--epochs", "4"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::regex line(R"(\[rank 0\] epoch (\d+)/4  mse ([0-9.]+))");
+  std::vector<double> mse;
+  std::istringstream lines(run.output);
+  for (std::string text; std::getline(lines, text);) {
+    std::smatch match;
+    if (std::regex_search(text, match, line)) mse.push_back(std::stod(match[2]));
+  }
+  ASSERT_EQ(mse.size(), 4u) << run.output;
+  for (size_t e = 1; e < mse.size(); ++e) EXPECT_LT(mse[e], mse[e - 1]) << run.output;
+  EXPECT_EQ(run.output.find("[rank 1] epoch"), std::string::npos) << "only rank 0 prints";
+}
+
+}  // namespace
+}  // namespace lockstep::testing

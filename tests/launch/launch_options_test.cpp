@@ -1,0 +1,65 @@
+#include "launch/launch_options.h"
+
+#include <gtest/gtest.h>
+
+#include "launch/errors.h"
+#include "launch/mpirun_command.h"
+
+namespace lockstep::launch {
+namespace {
+
+LaunchOptions runnable() {
+  LaunchOptions options;
+  options.nproc_per_node = 2;
+  options.command = {"train", "--epochs", "3"};
+  return options;
+}
+
+std::string rejection_of(const LaunchOptions& options) {
+  try {
+    validate(options);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "<accepted>";
+}
+
+TEST(LaunchOptions, DefaultsWithACommandAreRunnable) {
+  EXPECT_EQ(rejection_of(runnable()), "<accepted>");
+  EXPECT_EQ(master_addr_of(runnable()), "127.0.0.1");
+}
+
+TEST(LaunchOptions, RejectionsNameTheOptionToFix) {
+  LaunchOptions options = runnable();
+  options.master_port = 70000;
+  EXPECT_EQ(rejection_of(options), "--master-port must be in [1, 65535] (got 70000)");
+
+  options = runnable();
+  options.nnodes = 0;
+  EXPECT_EQ(rejection_of(options), "--nnodes must be at least 1 (got 0)");
+
+  options = runnable();
+  options.command = {};
+  EXPECT_NE(rejection_of(options).find("no PROGRAM"), std::string::npos);
+
+  options = runnable();
+  options.nnodes = 2;
+  options.node_rank = 1;
+  options.master_addr = "node0";
+  EXPECT_NE(rejection_of(options).find("--master-port"), std::string::npos);
+}
+
+TEST(MpirunCommand, HandsProgramAndArgumentsToMpirun) {
+  EXPECT_EQ(mpirun_command(runnable(), false),
+            (std::vector<std::string>{"mpirun", "-n", "2", "--oversubscribe", "-x", "LOCKSTEP_BACKEND=mpi", "train",
+                                      "--epochs", "3"}));
+}
+
+TEST(MpirunCommand, AllowsRootOnlyWhenRunningAsRoot) {
+  std::vector<std::string> command = mpirun_command(runnable(), true);
+  EXPECT_NE(std::find(command.begin(), command.end(), "--allow-run-as-root"), command.end());
+  EXPECT_EQ(command.back(), "3");
+}
+
+}  // namespace
+}  // namespace lockstep::launch

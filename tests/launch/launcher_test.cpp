@@ -1,0 +1,191 @@
+// `lockstep run` as users meet it: the built tool starts real probe workers (launch_probe.cpp).
+// Every wait is bounded so that a launcher that hangs fails the test instead of stalling it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "tool_process.h"
+
+namespace lockstep::launch::testing {
+namespace {
+
+constexpr std::chrono::seconds kExitBound{30};
+
+std::vector<std::string> lockstep_run(const std::vector<std::string>& options, const std::vector<std::string>& steps) {
+  std::vector<std::string> command = {LOCKSTEP_TOOL, "run"};
+  command.insert(command.end(), options.begin(), options.end());
+  command.push_back("--");
+  command.push_back(LAUNCH_PROBE);
+  command.insert(command.end(), steps.begin(), steps.end());
+  return command;
+}
+
+// What rank `rank` printed as NAME=value in launch_probe's `env` step ("<missing>" if nothing).
+std::string printed_value(const std::string& output, int rank, const std::string& name) {
+  std::string start = "[rank " + std::to_string(rank) + "] " + name + "=";
+  for (const std::string& line : lines_of(output)) {
+    if (line.rfind(start, 0) == 0) {
+      return line.substr(start.size());
+    }
+  }
+  return "<missing>";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(LockstepRun, EnvAndPrefix) {
+  std::string probe_directory = std::filesystem::path(LAUNCH_PROBE).parent_path();
+  // PROGRAM is found through PATH; variables of an outer MPI job must not leak into workers.
+  ToolProcess launcher({LOCKSTEP_TOOL, "run", "-n", "3", "--", "launch_probe", "env", "store"},
+                       {"PATH=" + probe_directory + ":" + std::getenv("PATH"), "OMPI_COMM_WORLD_RANK=7",
+                        "OMPI_COMM_WORLD_SIZE=9", "PMIX_RANK=7"});
+  ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
+  EXPECT_EQ(launcher.exit_code(), 0) << launcher.stderr_text();
+
+  std::string output = launcher.stdout_text();
+  for (const std::string& line : lines_of(output)) {
+    EXPECT_EQ(line.rfind("[rank ", 0), 0u) << "unprefixed line: " << line;
+  }
+  std::string port = printed_value(output, 0, "MASTER_PORT");
+  EXPECT_GT(std::atoi(port.c_str()), 0) << output;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(printed_value(output, rank, "RANK"), std::to_string(rank)) << output;
+    EXPECT_EQ(printed_value(output, rank, "WORLD_SIZE"), "3");
+    EXPECT_EQ(printed_value(output, rank, "LOCAL_RANK"), std::to_string(rank));
+    EXPECT_EQ(printed_value(output, rank, "LOCAL_WORLD_SIZE"), "3");
+    EXPECT_EQ(printed_value(output, rank, "GROUP_RANK"), "0");
+    EXPECT_EQ(printed_value(output, rank, "MASTER_ADDR"), "127.0.0.1");
+    EXPECT_EQ(printed_value(output, rank, "MASTER_PORT"), port);
+    EXPECT_EQ(printed_value(output, rank, "LOCKSTEP_USE_AGENT_STORE"), "1");
+    EXPECT_EQ(printed_value(output, rank, "LOCKSTEP_BACKEND"), "<unset>");
+    EXPECT_EQ(printed_value(output, rank, "OMPI_COMM_WORLD_RANK"), "<unset>");
+    EXPECT_EQ(printed_value(output, rank, "PMIX_RANK"), "<unset>");
+    EXPECT_TRUE(contains(output, "[rank " + std::to_string(rank) + "] store ok\n")) << output;
+  }
+}
+
+TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
+  // Node 1 hosts no store, so its workers start without node 0 being there.
+  ToolProcess launcher(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                                     "--master-port", "29999", "--backend", "gloo"},
+                                    {"env"}));
+  ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
+  EXPECT_EQ(launcher.exit_code(), 0) << launcher.stderr_text();
+  std::string output = launcher.stdout_text();
+  for (int local_rank = 0; local_rank < 2; ++local_rank) {
+    int rank = 2 + local_rank;
+    EXPECT_EQ(printed_value(output, rank, "RANK"), std::to_string(rank)) << output;
+    EXPECT_EQ(printed_value(output, rank, "LOCAL_RANK"), std::to_string(local_rank));
+    EXPECT_EQ(printed_value(output, rank, "WORLD_SIZE"), "4");
+    EXPECT_EQ(printed_value(output, rank, "LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(printed_value(output, rank, "GROUP_RANK"), "1");
+    EXPECT_EQ(printed_value(output, rank, "MASTER_PORT"), "29999");
+    EXPECT_EQ(printed_value(output, rank, "LOCKSTEP_BACKEND"), "gloo");
+  }
+}
+
+TEST(LockstepRun, UnfinishedLastLineIsFlushedWhenTheWorkerEnds) {
+  ToolProcess launcher(lockstep_run({"-n", "1"}, {"partial", "no newline at the end"}));
+  ASSERT_TRUE(launcher.wait_for_exit(kExitBound));
+  EXPECT_EQ(launcher.exit_code(), 0) << launcher.stderr_text();
+  EXPECT_EQ(launcher.stdout_text(), "[rank 0] no newline at the end\n");
+}
+
+TEST(LockstepRun, StorePortInUseIsNamed) {
+  int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(bind(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(socket_fd, 1), 0);
+  socklen_t length = sizeof address;
+  getsockname(socket_fd, reinterpret_cast<sockaddr*>(&address), &length);
+  std::string port = std::to_string(ntohs(address.sin_port));
+
+  ToolProcess launcher(lockstep_run({"-n", "1", "--master-port", port}, {"env"}));
+  ASSERT_TRUE(launcher.wait_for_exit(kExitBound));
+  close(socket_fd);
+  EXPECT_EQ(launcher.exit_code(), 1);
+  EXPECT_EQ(launcher.stdout_text(), "");
+  std::vector<std::string> error_lines = lines_of(launcher.stderr_text());
+  ASSERT_EQ(error_lines.size(), 1u) << launcher.stderr_text();
+  EXPECT_TRUE(contains(error_lines[0], "port " + port)) << error_lines[0];
+}
+
+// Each bad command line gets one line on stderr that names what to fix, and no workers.
+struct BadCommandLine {
+  std::string name;
+  std::vector<std::string> arguments;
+  int exit_code;
+  std::string message;
+};
+
+void PrintTo(const BadCommandLine& command_line, std::ostream* out) {
+  *out << command_line.name;
+}
+
+class LockstepRunRejects : public ::testing::TestWithParam<BadCommandLine> {};
+
+TEST_P(LockstepRunRejects, WithOneClearLine) {
+  std::vector<std::string> command = {LOCKSTEP_TOOL};
+  command.insert(command.end(), GetParam().arguments.begin(), GetParam().arguments.end());
+  ToolProcess launcher(command);
+  ASSERT_TRUE(launcher.wait_for_exit(kExitBound));
+  EXPECT_EQ(launcher.exit_code(), GetParam().exit_code);
+  EXPECT_EQ(launcher.stdout_text(), "");
+  std::vector<std::string> error_lines = lines_of(launcher.stderr_text());
+  ASSERT_EQ(error_lines.size(), 1u) << launcher.stderr_text();
+  EXPECT_EQ(error_lines[0], GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadInput, LockstepRunRejects,
+    ::testing::Values(
+        BadCommandLine{"ZeroWorkers", {"run", "-n", "0", "--", "true"}, 2,
+                       "lockstep run: -n must be at least 1 (got 0)"},
+        BadCommandLine{"NegativeWorkers", {"run", "-n", "-2", "--", "true"}, 2,
+                       "lockstep run: -n must be at least 1 (got -2)"},
+        BadCommandLine{"MissingProgram", {"run", "-n", "2"}, 2,
+                       "lockstep run: no PROGRAM to run; put it after '--': lockstep run -n N -- PROGRAM ARGS..."},
+        BadCommandLine{"ProgramNotFound", {"run", "-n", "2", "--", "no-such-program-xyz"}, 127,
+                       "lockstep run: rank 0: cannot run 'no-such-program-xyz': No such file or directory"},
+        BadCommandLine{"UnknownBackend", {"run", "-n", "1", "--backend", "nccl", "--", "true"}, 2,
+                       "lockstep run: --backend must be gloo or mpi (got 'nccl')"},
+        BadCommandLine{"NodeRankOutOfRange",
+                       {"run", "-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h",
+                        "--master-port", "1234", "--", "true"},
+                       2, "lockstep run: --node-rank must be in [0, 2) for --nnodes 2 (got 2)"},
+        BadCommandLine{"SeveralNodesWithoutStoreAddress",
+                       {"run", "-n", "1", "--nnodes", "2", "--node-rank", "1", "--", "true"}, 2,
+                       "lockstep run: --nnodes 2 needs --master-addr and --master-port so every node finds the "
+                       "same store"},
+        BadCommandLine{"MpiOnSeveralNodes",
+                       {"run", "-n", "1", "--nnodes", "2", "--backend", "mpi", "--master-addr", "h",
+                        "--master-port", "1234", "--", "true"},
+                       2,
+                       "lockstep run: --backend mpi runs on one node only; for several nodes use mpirun with a "
+                       "hostfile directly"}),
+    [](const ::testing::TestParamInfo<BadCommandLine>& info) { return info.param.name; });
+
+TEST(LockstepRun, MpiBackendHandsTheJobToMpirun) {
+  ToolProcess launcher(lockstep_run({"-n", "2", "--backend", "mpi"}, {"env"}));
+  ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
+  ASSERT_EQ(launcher.exit_code(), 0) << launcher.stdout_text() << launcher.stderr_text();
+  std::string output = launcher.stdout_text();
+  EXPECT_TRUE(contains(output, "OMPI_COMM_WORLD_RANK=0\n")) << output;
+  EXPECT_TRUE(contains(output, "OMPI_COMM_WORLD_RANK=1\n")) << output;
+  std::size_t first = output.find("LOCKSTEP_BACKEND=mpi\n");
+  ASSERT_NE(first, std::string::npos) << output;
+  EXPECT_NE(output.find("LOCKSTEP_BACKEND=mpi\n", first + 1), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace lockstep::launch::testing

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace lockstep::launch::testing {
+
+/// A program a test starts and watches from outside, as a user's shell would: stdout and
+/// stderr go to files, extra "NAME=value" entries are added to (or replace) the environment.
+/// A process still running when this is destroyed is SIGKILLed.
+class ToolProcess {
+ public:
+  ToolProcess(const std::vector<std::string>& command, const std::vector<std::string>& extra_environment = {});
+  ~ToolProcess();
+
+  ToolProcess(const ToolProcess&) = delete;
+  ToolProcess& operator=(const ToolProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  /// True once it has exited; false if it was still running after `timeout` (it is then SIGKILLed).
+  bool wait_for_exit(std::chrono::milliseconds timeout);
+  /// Its exit status, or -1 when a signal killed it.
+  int exit_code() const;
+  /// The signal that killed it, or 0.
+  int term_signal() const;
+  std::string stdout_text() const;
+  std::string stderr_text() const;
+
+ private:
+  std::string directory_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int wait_status_ = 0;
+};
+
+/// A fresh empty directory under /tmp for one test.
+std::string make_temp_directory();
+
+/// The pids in DIR/rank<r>.pid for r in [0, count), once all exist; empty after `timeout`.
+std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count, std::chrono::milliseconds timeout);
+
+/// Whether `pid` is a live process (a zombie counts as gone).
+bool process_alive(pid_t pid);
+
+/// `text` split at newlines, without them.
+std::vector<std::string> lines_of(const std::string& text);
+
+}  // namespace lockstep::launch::testing

@@ -1,0 +1,74 @@
+#include "launch/worker_environment.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+namespace lockstep::launch {
+namespace {
+
+bool has(const std::vector<std::string>& environment, const std::string& entry) {
+  return std::find(environment.begin(), environment.end(), entry) != environment.end();
+}
+
+bool names(const std::vector<std::string>& environment, const std::string& name) {
+  return std::any_of(environment.begin(), environment.end(),
+                     [&](const std::string& entry) { return entry.rfind(name + "=", 0) == 0; });
+}
+
+LaunchOptions two_nodes_of_four() {
+  LaunchOptions options;
+  options.nproc_per_node = 4;
+  options.nnodes = 2;
+  options.node_rank = 1;
+  options.master_addr = "node0";
+  options.master_port = 29500;
+  options.command = {"train"};
+  return options;
+}
+
+TEST(WorkerEnvironment, GivesEachWorkerItsPlaceTorchrunStyle) {
+  std::vector<std::string> environment =
+      worker_environment({"HOME=/root", "PATH=/bin"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500);
+  for (const char* entry : {"HOME=/root", "PATH=/bin", "RANK=6", "WORLD_SIZE=8", "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4",
+                            "GROUP_RANK=1", "MASTER_ADDR=node0", "MASTER_PORT=29500", "LOCKSTEP_USE_AGENT_STORE=1"}) {
+    EXPECT_TRUE(has(environment, entry)) << entry;
+  }
+  EXPECT_FALSE(names(environment, "LOCKSTEP_BACKEND"));
+}
+
+TEST(WorkerEnvironment, ReplacesInheritedValuesThatWouldContradictThePlace) {
+  LaunchOptions options = two_nodes_of_four();
+  options.backend = "gloo";
+  std::vector<std::string> environment = worker_environment(
+      {"RANK=99", "MASTER_PORT=1", "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "PMIX_RANK=3",
+       "OMPI_MCA_btl=self", "LOCKSTEP_RANK=0", "LOCKSTEP_LOCAL_WORLD_SIZE=1", "LOCKSTEP_BACKEND=mpi",
+       "LOCKSTEP_TIMEOUT=60", "RANKING=kept"},
+      options, WorkerPlace{5, 1}, 4242);
+  EXPECT_TRUE(has(environment, "RANK=5"));
+  EXPECT_FALSE(has(environment, "RANK=99"));
+  EXPECT_TRUE(has(environment, "MASTER_PORT=4242"));
+  EXPECT_FALSE(has(environment, "MASTER_PORT=1"));
+  EXPECT_FALSE(names(environment, "OMPI_COMM_WORLD_RANK"));
+  EXPECT_FALSE(names(environment, "OMPI_COMM_WORLD_SIZE"));
+  EXPECT_FALSE(names(environment, "PMIX_RANK"));
+  EXPECT_FALSE(names(environment, "LOCKSTEP_RANK"));
+  EXPECT_FALSE(names(environment, "LOCKSTEP_LOCAL_WORLD_SIZE"));
+  EXPECT_TRUE(has(environment, "OMPI_MCA_btl=self"));
+  EXPECT_TRUE(has(environment, "LOCKSTEP_TIMEOUT=60"));
+  EXPECT_TRUE(has(environment, "LOCKSTEP_BACKEND=gloo"));
+  EXPECT_FALSE(has(environment, "LOCKSTEP_BACKEND=mpi"));
+  EXPECT_TRUE(has(environment, "RANKING=kept"));
+}
+
+TEST(WorkerEnvironment, SingleNodeDefaultsToLoopback) {
+  LaunchOptions options;
+  options.nproc_per_node = 2;
+  options.command = {"train"};
+  std::vector<std::string> environment = worker_environment({}, options, WorkerPlace{1, 1}, 5000);
+  EXPECT_TRUE(has(environment, "MASTER_ADDR=127.0.0.1"));
+  EXPECT_TRUE(has(environment, "WORLD_SIZE=2"));
+}
+
+}  // namespace
+}  // namespace lockstep::launch
