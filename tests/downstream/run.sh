@@ -11,4 +11,8 @@ cmake --install "$build_dir" --prefix "$scratch/prefix" > /dev/null
 cmake -S "$here/project" -B "$scratch/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$scratch/prefix" > /dev/null
 cmake --build "$scratch/build"
-"$scratch/prefix/bin/lockstep" run -n 2 -- "$scratch/build/downstream_all_reduce"
+output=$("$scratch/prefix/bin/lockstep" run -n 2 -- "$scratch/build/downstream_all_reduce")
+echo "$output"
+for r in 0 1; do
+  grep -qF "[rank $r] rank $r of 2: all_reduce right" <<< "$output"
+done
