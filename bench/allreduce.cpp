@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@ std::string shared_text(const std::string& mine_if_root) {
 }
 
 std::shared_ptr<gloo::Context> raw_gloo_context(int rank, const std::string& dir) {
+  std::filesystem::create_directories(dir);
   gloo::rendezvous::FileStore store(dir);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, 2);
   auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
@@ -61,14 +63,15 @@ std::shared_ptr<gloo::Context> raw_gloo_context(int rank, const std::string& dir
   return context;
 }
 
-std::unique_ptr<lockstep::Communicator> lockstep_gloo(int rank, int port) {
+// The same rendezvous and interface as the raw gloo context: only lockstep's layer differs.
+std::unique_ptr<lockstep::Communicator> lockstep_gloo(int rank, const std::string& dir) {
   lockstep::WorldSpec spec;
   spec.backend = lockstep::Backend::Gloo;
-  spec.method = lockstep::InitMethod::Tcp;
+  spec.method = lockstep::InitMethod::File;
   spec.rank = rank;
   spec.world_size = 2;
-  spec.master_addr = "127.0.0.1";
-  spec.master_port = port;
+  spec.file_path = dir;
+  spec.socket_ifname = "lo";
   spec.timeout = std::chrono::seconds(60);
   return lockstep::join_group(spec).communicator;
 }
@@ -109,9 +112,8 @@ int main(int, char** argv) {
 
   char dir_pattern[] = "/tmp/lockstep-bench-XXXXXX";
   const std::string dir = shared_text(rank == 0 ? mkdtemp(dir_pattern) : "");
-  const int port = 20000 + static_cast<int>(std::hash<std::string>()(dir) % 20000);
-  auto gloo_context = raw_gloo_context(rank, dir);
-  auto gloo_group = lockstep_gloo(rank, port);
+  auto gloo_context = raw_gloo_context(rank, dir + "/raw");
+  auto gloo_group = lockstep_gloo(rank, dir + "/lockstep");
 
   if (rank == 0) {
     std::printf("| size | MPI µs | lockstep MPI µs | overhead | gloo µs | lockstep gloo µs | overhead "
@@ -150,5 +152,6 @@ int main(int, char** argv) {
   }
   gloo_group.reset();
   lockstep::shutdown();
+  if (rank == 0) std::filesystem::remove_all(dir);
   return 0;
 }
