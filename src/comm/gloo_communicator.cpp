@@ -60,6 +60,7 @@ GlooCommunicator::~GlooCommunicator() { stop_worker(); }
 void GlooCommunicator::run_all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
   gloo::AllreduceOptions opts(context_);
   with_element_type(tensor, [&](auto* data) { opts.setOutput(data, tensor.numel()); });
+  opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
   opts.setReduceFunction(reduce_function(tensor.scalar_type(), op));
   opts.setTag(tag);
   opts.setTimeout(timeout());

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launch/errors.h"
+#include "lockstep/comm/error.h"
 #include "launch/mpirun_command.h"
 
 namespace lockstep::launch {
@@ -51,8 +51,8 @@ TEST(LaunchOptions, RejectionsNameTheOptionToFix) {
 
 TEST(MpirunCommand, HandsProgramAndArgumentsToMpirun) {
   EXPECT_EQ(mpirun_command(runnable(), false),
-            (std::vector<std::string>{"mpirun", "-n", "2", "--oversubscribe", "-x", "LOCKSTEP_BACKEND=mpi", "train",
-                                      "--epochs", "3"}));
+            (std::vector<std::string>{"mpirun", "-n", "2", "--oversubscribe", "-x", "LOCKSTEP_BACKEND=mpi",
+                                      "train", "--epochs", "3"}));
 }
 
 TEST(MpirunCommand, AllowsRootOnlyWhenRunningAsRoot) {

@@ -17,7 +17,8 @@ namespace {
 
 constexpr std::chrono::seconds kExitBound{30};
 
-std::vector<std::string> lockstep_run(const std::vector<std::string>& options, const std::vector<std::string>& steps) {
+std::vector<std::string> lockstep_run(const std::vector<std::string>& options,
+                                      const std::vector<std::string>& steps) {
   std::vector<std::string> command = {LOCKSTEP_TOOL, "run"};
   command.insert(command.end(), options.begin(), options.end());
   command.push_back("--");
@@ -74,8 +75,8 @@ TEST(LockstepRun, EnvAndPrefix) {
 
 TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
   // Node 1 hosts no store, so its workers start without node 0 being there.
-  ToolProcess launcher(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
-                                     "--master-port", "29999", "--backend", "gloo"},
+  ToolProcess launcher(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr",
+                                     "127.0.0.1", "--master-port", "29999", "--backend", "gloo"},
                                     {"env"}));
   ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
   EXPECT_EQ(launcher.exit_code(), 0) << launcher.stderr_text();
@@ -128,9 +129,7 @@ struct BadCommandLine {
   std::string message;
 };
 
-void PrintTo(const BadCommandLine& command_line, std::ostream* out) {
-  *out << command_line.name;
-}
+void PrintTo(const BadCommandLine& command_line, std::ostream* out) { *out << command_line.name; }
 
 class LockstepRunRejects : public ::testing::TestWithParam<BadCommandLine> {};
 
@@ -149,30 +148,45 @@ TEST_P(LockstepRunRejects, WithOneClearLine) {
 INSTANTIATE_TEST_SUITE_P(
     BadInput, LockstepRunRejects,
     ::testing::Values(
-        BadCommandLine{"ZeroWorkers", {"run", "-n", "0", "--", "true"}, 2,
+        BadCommandLine{"ZeroWorkers",
+                       {"run", "-n", "0", "--", "true"},
+                       2,
                        "lockstep run: -n must be at least 1 (got 0)"},
-        BadCommandLine{"NegativeWorkers", {"run", "-n", "-2", "--", "true"}, 2,
+        BadCommandLine{"NegativeWorkers",
+                       {"run", "-n", "-2", "--", "true"},
+                       2,
                        "lockstep run: -n must be at least 1 (got -2)"},
-        BadCommandLine{"MissingProgram", {"run", "-n", "2"}, 2,
-                       "lockstep run: no PROGRAM to run; put it after '--': lockstep run -n N -- PROGRAM ARGS..."},
-        BadCommandLine{"ProgramNotFound", {"run", "-n", "2", "--", "no-such-program-xyz"}, 127,
+        BadCommandLine{
+            "MissingProgram",
+            {"run", "-n", "2"},
+            2,
+            "lockstep run: no PROGRAM to run; put it after '--': lockstep run -n N -- PROGRAM ARGS..."},
+        BadCommandLine{"ProgramNotFound",
+                       {"run", "-n", "2", "--", "no-such-program-xyz"},
+                       127,
                        "lockstep run: rank 0: cannot run 'no-such-program-xyz': No such file or directory"},
-        BadCommandLine{"UnknownBackend", {"run", "-n", "1", "--backend", "nccl", "--", "true"}, 2,
+        BadCommandLine{"UnknownBackend",
+                       {"run", "-n", "1", "--backend", "nccl", "--", "true"},
+                       2,
                        "lockstep run: --backend must be gloo or mpi (got 'nccl')"},
         BadCommandLine{"NodeRankOutOfRange",
                        {"run", "-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h",
                         "--master-port", "1234", "--", "true"},
-                       2, "lockstep run: --node-rank must be in [0, 2) for --nnodes 2 (got 2)"},
-        BadCommandLine{"SeveralNodesWithoutStoreAddress",
-                       {"run", "-n", "1", "--nnodes", "2", "--node-rank", "1", "--", "true"}, 2,
-                       "lockstep run: --nnodes 2 needs --master-addr and --master-port so every node finds the "
-                       "same store"},
-        BadCommandLine{"MpiOnSeveralNodes",
-                       {"run", "-n", "1", "--nnodes", "2", "--backend", "mpi", "--master-addr", "h",
-                        "--master-port", "1234", "--", "true"},
                        2,
-                       "lockstep run: --backend mpi runs on one node only; for several nodes use mpirun with a "
-                       "hostfile directly"}),
+                       "lockstep run: --node-rank must be in [0, 2) for --nnodes 2 (got 2)"},
+        BadCommandLine{
+            "SeveralNodesWithoutStoreAddress",
+            {"run", "-n", "1", "--nnodes", "2", "--node-rank", "1", "--", "true"},
+            2,
+            "lockstep run: --nnodes 2 needs --master-addr and --master-port so every node finds the "
+            "same store"},
+        BadCommandLine{
+            "MpiOnSeveralNodes",
+            {"run", "-n", "1", "--nnodes", "2", "--backend", "mpi", "--master-addr", "h", "--master-port",
+             "1234", "--", "true"},
+            2,
+            "lockstep run: --backend mpi runs on one node only; for several nodes use mpirun with a "
+            "hostfile directly"}),
     [](const ::testing::TestParamInfo<BadCommandLine>& info) { return info.param.name; });
 
 TEST(LockstepRun, MpiBackendHandsTheJobToMpirun) {

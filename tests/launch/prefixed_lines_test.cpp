@@ -11,9 +11,7 @@ namespace {
 // A pipe standing in for the launcher's stdout; read back what was written so far.
 class PrefixedLinesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(pipe2(fds_, O_NONBLOCK), 0);
-  }
+  void SetUp() override { ASSERT_EQ(pipe2(fds_, O_NONBLOCK), 0); }
   void TearDown() override {
     close(fds_[0]);
     close(fds_[1]);

@@ -21,14 +21,16 @@ ToolProcess start_job(int workers, const std::string& pid_directory, const std::
   command.insert(command.end(), options.begin(), options.end());
   command.insert(command.end(), {"--", LAUNCH_PROBE});
   command.insert(command.end(), setup.begin(), setup.end());
-  command.insert(command.end(), {"pidfile", pid_directory, "await-pidfiles", pid_directory, std::to_string(workers)});
+  command.insert(command.end(),
+                 {"pidfile", pid_directory, "await-pidfiles", pid_directory, std::to_string(workers)});
   command.insert(command.end(), steps.begin(), steps.end());
   return ToolProcess(command);
 }
 
 void expect_all_gone(const std::vector<pid_t>& pids) {
   for (std::size_t rank = 0; rank < pids.size(); ++rank) {
-    EXPECT_FALSE(process_alive(pids[rank])) << "rank " << rank << " (pid " << pids[rank] << ") outlived the launcher";
+    EXPECT_FALSE(process_alive(pids[rank]))
+        << "rank " << rank << " (pid " << pids[rank] << ") outlived the launcher";
   }
 }
 
@@ -41,10 +43,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 TEST(LockstepRunStops, AllWorkersWhenOneExitsNonZero) {
-  std::string pids_at = make_temp_directory();
+  TemporaryDirectory pids_at;
   auto start = std::chrono::steady_clock::now();
-  ToolProcess launcher = start_job(3, pids_at, {}, {}, {"exit-on-rank", "1", "3", "sleep", "60"});
-  std::vector<pid_t> pids = wait_for_pid_files(pids_at, 3, kStartBound);
+  ToolProcess launcher = start_job(3, pids_at.path(), {}, {}, {"exit-on-rank", "1", "3", "sleep", "60"});
+  std::vector<pid_t> pids = wait_for_pid_files(pids_at.path(), 3, kStartBound);
   ASSERT_EQ(pids.size(), 3u) << launcher.stderr_text();
 
   ASSERT_TRUE(launcher.wait_for_exit(kExitBound));
@@ -56,9 +58,9 @@ TEST(LockstepRunStops, AllWorkersWhenOneExitsNonZero) {
 }
 
 TEST(LockstepRunStops, AllWorkersWhenOneIsKilled) {
-  std::string pids_at = make_temp_directory();
-  ToolProcess launcher = start_job(3, pids_at, {}, {}, {"sleep", "60"});
-  std::vector<pid_t> pids = wait_for_pid_files(pids_at, 3, kStartBound);
+  TemporaryDirectory pids_at;
+  ToolProcess launcher = start_job(3, pids_at.path(), {}, {}, {"sleep", "60"});
+  std::vector<pid_t> pids = wait_for_pid_files(pids_at.path(), 3, kStartBound);
   ASSERT_EQ(pids.size(), 3u) << launcher.stderr_text();
 
   kill(pids[1], SIGKILL);
@@ -70,17 +72,18 @@ TEST(LockstepRunStops, AllWorkersWhenOneIsKilled) {
 }
 
 TEST(LockstepRunStops, WorkersThatIgnoreSigtermWithSigkillAfterTheStopTimeout) {
-  std::string pids_at = make_temp_directory();
+  TemporaryDirectory pids_at;
   auto start = std::chrono::steady_clock::now();
-  ToolProcess launcher = start_job(3, pids_at, {"--stop-timeout", "1"}, {"ignore-term"},
+  ToolProcess launcher = start_job(3, pids_at.path(), {"--stop-timeout", "1"}, {"ignore-term"},
                                    {"exit-on-rank", "0", "5", "sleep", "60"});
-  std::vector<pid_t> pids = wait_for_pid_files(pids_at, 3, kStartBound);
+  std::vector<pid_t> pids = wait_for_pid_files(pids_at.path(), 3, kStartBound);
   ASSERT_EQ(pids.size(), 3u) << launcher.stderr_text();
 
   ASSERT_TRUE(launcher.wait_for_exit(kExitBound));
   EXPECT_LT(seconds_since(start), 10.0);
   EXPECT_EQ(launcher.exit_code(), 5);
-  EXPECT_TRUE(contains(launcher.stderr_text(), "rank 0 (pid " + std::to_string(pids[0]) + ") exited with status 5"))
+  EXPECT_TRUE(
+      contains(launcher.stderr_text(), "rank 0 (pid " + std::to_string(pids[0]) + ") exited with status 5"))
       << launcher.stderr_text();
   EXPECT_TRUE(contains(launcher.stderr_text(), "ranks 1, 2 did not stop within 1 s; sending SIGKILL"))
       << launcher.stderr_text();
@@ -88,9 +91,9 @@ TEST(LockstepRunStops, WorkersThatIgnoreSigtermWithSigkillAfterTheStopTimeout) {
 }
 
 TEST(LockstepRunStops, ForwardsSigtermToEveryWorker) {
-  std::string pids_at = make_temp_directory();
-  ToolProcess launcher = start_job(2, pids_at, {}, {"trap-term"}, {"sleep", "60"});
-  std::vector<pid_t> pids = wait_for_pid_files(pids_at, 2, kStartBound);
+  TemporaryDirectory pids_at;
+  ToolProcess launcher = start_job(2, pids_at.path(), {}, {"trap-term"}, {"sleep", "60"});
+  std::vector<pid_t> pids = wait_for_pid_files(pids_at.path(), 2, kStartBound);
   ASSERT_EQ(pids.size(), 2u) << launcher.stderr_text();
 
   kill(launcher.pid(), SIGTERM);
@@ -103,9 +106,9 @@ TEST(LockstepRunStops, ForwardsSigtermToEveryWorker) {
 }
 
 TEST(LockstepRunStops, ForwardsSigintAndExitsWith130) {
-  std::string pids_at = make_temp_directory();
-  ToolProcess launcher = start_job(2, pids_at, {}, {}, {"sleep", "60"});
-  std::vector<pid_t> pids = wait_for_pid_files(pids_at, 2, kStartBound);
+  TemporaryDirectory pids_at;
+  ToolProcess launcher = start_job(2, pids_at.path(), {}, {}, {"sleep", "60"});
+  std::vector<pid_t> pids = wait_for_pid_files(pids_at.path(), 2, kStartBound);
   ASSERT_EQ(pids.size(), 2u) << launcher.stderr_text();
 
   kill(launcher.pid(), SIGINT);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -30,14 +31,12 @@ std::vector<char*> as_null_terminated(std::vector<std::string>& strings) {
   return pointers;
 }
 
-std::string name_of(const std::string& entry) {
-  return entry.substr(0, entry.find('='));
-}
+std::string name_of(const std::string& entry) { return entry.substr(0, entry.find('=')); }
 
 }  // namespace
 
-ToolProcess::ToolProcess(const std::vector<std::string>& command, const std::vector<std::string>& extra_environment)
-    : directory_(make_temp_directory()) {
+ToolProcess::ToolProcess(const std::vector<std::string>& command,
+                         const std::vector<std::string>& extra_environment) {
   std::vector<std::string> arguments = command;
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -52,8 +51,8 @@ ToolProcess::ToolProcess(const std::vector<std::string>& command, const std::vec
   environment.insert(environment.end(), extra_environment.begin(), extra_environment.end());
   std::vector<char*> argv = as_null_terminated(arguments);
   std::vector<char*> envp = as_null_terminated(environment);
-  std::string stdout_path = directory_ + "/stdout";
-  std::string stderr_path = directory_ + "/stderr";
+  std::string stdout_path = output_directory_.path() + "/stdout";
+  std::string stderr_path = output_directory_.path() + "/stderr";
 
   pid_ = fork();
   if (pid_ < 0) {
@@ -89,31 +88,29 @@ bool ToolProcess::wait_for_exit(std::chrono::milliseconds timeout) {
   return true;
 }
 
-int ToolProcess::exit_code() const {
-  return WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : -1;
-}
+int ToolProcess::exit_code() const { return WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : -1; }
 
-int ToolProcess::term_signal() const {
-  return WIFSIGNALED(wait_status_) ? WTERMSIG(wait_status_) : 0;
-}
+int ToolProcess::term_signal() const { return WIFSIGNALED(wait_status_) ? WTERMSIG(wait_status_) : 0; }
 
-std::string ToolProcess::stdout_text() const {
-  return read_file(directory_ + "/stdout");
-}
+std::string ToolProcess::stdout_text() const { return read_file(output_directory_.path() + "/stdout"); }
 
-std::string ToolProcess::stderr_text() const {
-  return read_file(directory_ + "/stderr");
-}
+std::string ToolProcess::stderr_text() const { return read_file(output_directory_.path() + "/stderr"); }
 
-std::string make_temp_directory() {
+TemporaryDirectory::TemporaryDirectory() {
   char path[] = "/tmp/lockstep-launch-test-XXXXXX";
   if (mkdtemp(path) == nullptr) {
-    throw std::runtime_error("mkdtemp failed");
+    throw std::runtime_error("cannot create a directory under /tmp for a launcher test");
   }
-  return path;
+  path_ = path;
 }
 
-std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count, std::chrono::milliseconds timeout) {
+TemporaryDirectory::~TemporaryDirectory() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count,
+                                      std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::vector<pid_t> pids;

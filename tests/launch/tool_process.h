@@ -8,12 +8,28 @@
 
 namespace lockstep::launch::testing {
 
+/// A fresh empty directory under /tmp, removed with everything in it when this goes away.
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory();
+  ~TemporaryDirectory();
+
+  TemporaryDirectory(const TemporaryDirectory&) = delete;
+  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 /// A program a test starts and watches from outside, as a user's shell would: stdout and
 /// stderr go to files, extra "NAME=value" entries are added to (or replace) the environment.
 /// A process still running when this is destroyed is SIGKILLed.
 class ToolProcess {
  public:
-  ToolProcess(const std::vector<std::string>& command, const std::vector<std::string>& extra_environment = {});
+  ToolProcess(const std::vector<std::string>& command,
+              const std::vector<std::string>& extra_environment = {});
   ~ToolProcess();
 
   ToolProcess(const ToolProcess&) = delete;
@@ -30,17 +46,15 @@ class ToolProcess {
   std::string stderr_text() const;
 
  private:
-  std::string directory_;
+  TemporaryDirectory output_directory_;
   pid_t pid_ = -1;
   bool exited_ = false;
   int wait_status_ = 0;
 };
 
-/// A fresh empty directory under /tmp for one test.
-std::string make_temp_directory();
-
 /// The pids in DIR/rank<r>.pid for r in [0, count), once all exist; empty after `timeout`.
-std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count, std::chrono::milliseconds timeout);
+std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count,
+                                      std::chrono::milliseconds timeout);
 
 /// Whether `pid` is a live process (a zombie counts as gone).
 bool process_alive(pid_t pid);

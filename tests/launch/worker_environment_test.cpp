@@ -30,8 +30,9 @@ LaunchOptions two_nodes_of_four() {
 TEST(WorkerEnvironment, GivesEachWorkerItsPlaceTorchrunStyle) {
   std::vector<std::string> environment =
       worker_environment({"HOME=/root", "PATH=/bin"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500);
-  for (const char* entry : {"HOME=/root", "PATH=/bin", "RANK=6", "WORLD_SIZE=8", "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4",
-                            "GROUP_RANK=1", "MASTER_ADDR=node0", "MASTER_PORT=29500", "LOCKSTEP_USE_AGENT_STORE=1"}) {
+  for (const char* entry :
+       {"HOME=/root", "PATH=/bin", "RANK=6", "WORLD_SIZE=8", "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4",
+        "GROUP_RANK=1", "MASTER_ADDR=node0", "MASTER_PORT=29500", "LOCKSTEP_USE_AGENT_STORE=1"}) {
     EXPECT_TRUE(has(environment, entry)) << entry;
   }
   EXPECT_FALSE(names(environment, "LOCKSTEP_BACKEND"));

@@ -1,0 +1,43 @@
+#include "launch/launch_options.h"
+
+#include "lockstep/comm/error.h"
+
+namespace lockstep::launch {
+
+void validate(const LaunchOptions& options) {
+  if (options.nproc_per_node < 1) {
+    throw ConfigError("-n must be at least 1 (got " + std::to_string(options.nproc_per_node) + ")");
+  }
+  if (options.nnodes < 1) {
+    throw ConfigError("--nnodes must be at least 1 (got " + std::to_string(options.nnodes) + ")");
+  }
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    throw ConfigError("--node-rank must be in [0, " + std::to_string(options.nnodes) + ") for --nnodes " +
+                      std::to_string(options.nnodes) + " (got " + std::to_string(options.node_rank) + ")");
+  }
+  if (options.backend != "" && options.backend != "gloo" && options.backend != "mpi") {
+    throw ConfigError("--backend must be gloo or mpi (got '" + options.backend + "')");
+  }
+  if (options.backend == "mpi" && options.nnodes > 1) {
+    throw ConfigError(
+        "--backend mpi runs on one node only; for several nodes use mpirun with a hostfile directly");
+  }
+  if (options.nnodes > 1 && (!options.master_addr || !options.master_port)) {
+    throw ConfigError("--nnodes " + std::to_string(options.nnodes) +
+                      " needs --master-addr and --master-port so every node finds the same store");
+  }
+  if (options.master_port && (*options.master_port < 1 || *options.master_port > 65535)) {
+    throw ConfigError("--master-port must be in [1, 65535] (got " + std::to_string(*options.master_port) +
+                      ")");
+  }
+  if (options.stop_timeout.count() < 0) {
+    throw ConfigError("--stop-timeout must not be negative");
+  }
+  if (options.command.empty() || options.command.front().empty()) {
+    throw ConfigError("no PROGRAM to run; put it after '--': lockstep run -n N -- PROGRAM ARGS...");
+  }
+}
+
+std::string master_addr_of(const LaunchOptions& options) { return options.master_addr.value_or("127.0.0.1"); }
+
+}  // namespace lockstep::launch

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::launch {
+
+/// What `lockstep run` starts: `nproc_per_node` copies of `command` on each of `nnodes`
+/// machines. Defaults describe a single machine whose launcher picks a free store port.
+struct LaunchOptions {
+  /// Workers on this machine (-n); the world has nproc_per_node * nnodes ranks.
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  /// This machine's place among the nodes; its workers get ranks node_rank * nproc_per_node + i.
+  int node_rank = 0;
+  /// Where every worker finds the store; defaults to 127.0.0.1 on a single node.
+  std::optional<std::string> master_addr;
+  /// Store port; unset (single node only) lets the store pick a free one.
+  std::optional<int> master_port;
+  /// "gloo" or "mpi"; empty leaves the choice to the workers. "mpi" hands the job to mpirun.
+  std::string backend;
+  /// How long stopped workers get between SIGTERM (or a forwarded signal) and SIGKILL.
+  std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
+  /// PROGRAM ARGS...; PROGRAM is looked up in PATH.
+  std::vector<std::string> command;
+};
+
+/// Throws lockstep::ConfigError naming the option to fix when `options` cannot be launched.
+void validate(const LaunchOptions& options);
+
+/// MASTER_ADDR the workers get: --master-addr, or 127.0.0.1 on a single node.
+std::string master_addr_of(const LaunchOptions& options);
+
+}  // namespace lockstep::launch

@@ -1,0 +1,51 @@
+#include "launch/launcher.h"
+
+#include <memory>
+#include <optional>
+
+#include "launch/agent_store.h"
+#include "lockstep/comm/error.h"
+#include "launch/mpirun_command.h"
+#include "launch/signal_inbox.h"
+#include "launch/worker_environment.h"
+#include "launch/worker_group.h"
+#include "launch/worker_process.h"
+
+namespace lockstep::launch {
+namespace {
+
+// Shell convention for a command that could not be executed.
+constexpr int kCannotRunStatus = 127;
+
+}  // namespace
+
+int run_workers(const LaunchOptions& options) {
+  validate(options);
+  if (options.backend == "mpi") {
+    exec_mpirun(options);
+  }
+
+  SignalInbox signals;  // before the store starts its threads, so they inherit the blocked signals
+  std::unique_ptr<AgentStore> store;
+  int store_port = options.master_port.value_or(0);
+  if (options.node_rank == 0) {
+    store = std::make_unique<AgentStore>(master_addr_of(options), store_port);
+    store_port = store->port();
+  }
+
+  WorkerGroup workers(options.stop_timeout);
+  std::vector<std::string> inherited = current_environment();
+  for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
+    WorkerPlace place{options.node_rank * options.nproc_per_node + local_rank, local_rank};
+    try {
+      workers.add(place.rank,
+                  spawn_worker(options.command, worker_environment(inherited, options, place, store_port)));
+    } catch (const Error& error) {
+      workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
+      break;
+    }
+  }
+  return workers.supervise(signals);
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,14 @@
+#pragma once
+
+#include "launch/launch_options.h"
+
+namespace lockstep::launch {
+
+/// `lockstep run`: starts options.nproc_per_node workers on this node and returns the exit
+/// status the launcher should exit with once they have all ended (0 when every worker exited 0).
+/// On node 0 it hosts the job's TCP store for as long as the workers run. With backend "mpi"
+/// it becomes mpirun instead and does not return. Throws lockstep::ConfigError for options
+/// that cannot be launched and lockstep::Error when the store cannot be hosted.
+int run_workers(const LaunchOptions& options);
+
+}  // namespace lockstep::launch

@@ -1,0 +1,76 @@
+#include "launch/worker_environment.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace lockstep::launch {
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The core library reads these before RANK & co., so a value inherited from the launcher's
+// shell or an outer mpirun job would give every worker the same, wrong place.
+bool contradicts_worker_place(const std::string& entry) {
+  for (const char* name : {"PMIX_RANK=", "LOCKSTEP_RANK=", "LOCKSTEP_WORLD_SIZE=", "LOCKSTEP_LOCAL_RANK=",
+                           "LOCKSTEP_LOCAL_WORLD_SIZE="}) {
+    if (starts_with(entry, name)) {
+      return true;
+    }
+  }
+  return starts_with(entry, "OMPI_COMM_WORLD_");
+}
+
+}  // namespace
+
+std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
+                                            const LaunchOptions& options, const WorkerPlace& place,
+                                            int store_port) {
+  std::vector<std::pair<std::string, std::string>> assigned = {
+      {"RANK", std::to_string(place.rank)},
+      {"WORLD_SIZE", std::to_string(options.nproc_per_node * options.nnodes)},
+      {"LOCAL_RANK", std::to_string(place.local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", master_addr_of(options)},
+      {"MASTER_PORT", std::to_string(store_port)},
+      // The launcher on node 0 hosts the store, so rank 0 must join it as a client.
+      {"LOCKSTEP_USE_AGENT_STORE", "1"},
+  };
+  if (!options.backend.empty()) {
+    assigned.emplace_back("LOCKSTEP_BACKEND", options.backend);
+  }
+
+  std::vector<std::string> environment;
+  for (const std::string& entry : inherited) {
+    bool overridden = contradicts_worker_place(entry);
+    for (const auto& [name, value] : assigned) {
+      overridden = overridden || starts_with(entry, name + "=");
+    }
+    if (!overridden) {
+      environment.push_back(entry);
+    }
+  }
+  for (const auto& [name, value] : assigned) {
+    environment.push_back(name + "=" + value);
+  }
+  // As torchrun does: workers sharing a machine would oversubscribe its cores with one
+  // OpenMP thread per core each, unless the user chose otherwise.
+  const bool threads_chosen = std::any_of(environment.begin(), environment.end(), [](const std::string& entry) {
+    return starts_with(entry, "OMP_NUM_THREADS=");
+  });
+  if (options.nproc_per_node > 1 && !threads_chosen) environment.push_back("OMP_NUM_THREADS=1");
+  return environment;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    environment.emplace_back(*entry);
+  }
+  return environment;
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launch/launch_options.h"
+
+namespace lockstep::launch {
+
+/// Where one worker sits in the job.
+struct WorkerPlace {
+  int rank = 0;
+  int local_rank = 0;
+};
+
+/// The environment ("NAME=value" entries) one worker starts with: `inherited` minus the
+/// variables that would contradict its place (OMPI_COMM_WORLD_*, PMIX_RANK, LOCKSTEP_RANK,
+/// LOCKSTEP_WORLD_SIZE, LOCKSTEP_LOCAL_RANK, LOCKSTEP_LOCAL_WORLD_SIZE), plus the
+/// torchrun-compatible ones (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+/// MASTER_ADDR, MASTER_PORT), LOCKSTEP_USE_AGENT_STORE=1 and, with --backend, LOCKSTEP_BACKEND.
+std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
+                                            const LaunchOptions& options, const WorkerPlace& place,
+                                            int store_port);
+
+/// This process's environment as "NAME=value" entries.
+std::vector<std::string> current_environment();
+
+}  // namespace lockstep::launch

@@ -1,0 +1,218 @@
+#include "launch/worker_group.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace lockstep::launch {
+namespace {
+
+// How long workers get to vanish after SIGKILL before the launcher stops waiting for them
+// (a process stuck in the kernel cannot be killed sooner).
+constexpr std::chrono::seconds kKillGrace{5};
+
+void report(const std::string& line) {
+  std::string text = "lockstep run: " + line + "\n";
+  (void)!write(STDERR_FILENO, text.data(), text.size());
+}
+
+std::string describe_signal(int signal) {
+  return "signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+}
+
+std::string describe_worker(int rank, pid_t pid) {
+  return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
+}
+
+// "the other 2 workers", "the other worker", "3 workers"
+std::string count_workers(std::size_t count, bool others) {
+  if (count == 1) {
+    return others ? "the other worker" : "1 worker";
+  }
+  return (others ? "the other " : "") + std::to_string(count) + " workers";
+}
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string list = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    list += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+  }
+  return list;
+}
+
+std::string describe_seconds(std::chrono::milliseconds duration) {
+  std::string text = std::to_string(duration.count() / 1000.0);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') {
+    text.pop_back();
+  }
+  return text + " s";
+}
+
+// Forwards what `fd` holds; closes it, ending its last line, once the worker's side is closed.
+void forward_stream(int& fd, PrefixedLines& lines) {
+  if (fd >= 0 && !forward_available(fd, lines)) {
+    lines.flush();
+    close(fd);
+    fd = -1;
+  }
+}
+
+// For a worker that has ended: what it wrote is already in the pipe; anything a child it left
+// behind writes later is not waited for.
+void close_stream(int& fd, PrefixedLines& lines) {
+  forward_stream(fd, lines);
+  if (fd >= 0) {
+    close(fd);
+    fd = -1;
+  }
+  lines.flush();
+}
+
+}  // namespace
+
+WorkerGroup::WorkerGroup(std::chrono::milliseconds stop_timeout) : stop_timeout_(stop_timeout) {}
+
+WorkerGroup::~WorkerGroup() {
+  for (Worker& worker : workers_) {
+    close_stream(worker.stdout_fd, worker.stdout_lines);
+    close_stream(worker.stderr_fd, worker.stderr_lines);
+  }
+}
+
+void WorkerGroup::add(int rank, const WorkerProcess& process) {
+  std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  workers_.push_back(Worker{rank, process.pid, process.stdout_fd, process.stderr_fd,
+                            PrefixedLines(prefix, STDOUT_FILENO), PrefixedLines(prefix, STDERR_FILENO)});
+}
+
+void WorkerGroup::abandon(int exit_status, const std::string& cause) {
+  begin_stop(exit_status, SIGTERM, cause, true);
+}
+
+int WorkerGroup::supervise(SignalInbox& signals) {
+  while (!running_workers().empty() && !gave_up_) {
+    std::vector<pollfd> polled{{signals.fd(), POLLIN, 0}};
+    std::vector<Worker*> polled_workers;
+    for (Worker& worker : workers_) {
+      if (worker.stdout_fd >= 0 || worker.stderr_fd >= 0) {
+        // poll() skips negative descriptors, so a stream closed early keeps its slot.
+        polled.push_back({worker.stdout_fd, POLLIN, 0});
+        polled.push_back({worker.stderr_fd, POLLIN, 0});
+        polled_workers.push_back(&worker);
+      }
+    }
+
+    int timeout_ms = -1;  // running workers may run for days; only stopping has a deadline
+    if (deadline_) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - Clock::now());
+      timeout_ms = static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
+    }
+    poll(polled.data(), polled.size(), timeout_ms);
+
+    for (std::size_t i = 0; i < polled_workers.size(); ++i) {
+      Worker& worker = *polled_workers[i];
+      if (polled[1 + 2 * i].revents != 0) {
+        forward_stream(worker.stdout_fd, worker.stdout_lines);
+      }
+      if (polled[2 + 2 * i].revents != 0) {
+        forward_stream(worker.stderr_fd, worker.stderr_lines);
+      }
+    }
+    while (std::optional<int> signal = signals.next()) {
+      if (*signal == SIGCHLD) {
+        reap_exited_workers();
+      } else {
+        on_stop_signal(*signal);
+      }
+    }
+    if (deadline_ && Clock::now() >= *deadline_ && !running_workers().empty()) {
+      on_deadline();
+    }
+  }
+  return exit_status_.value_or(0);
+}
+
+void WorkerGroup::reap_exited_workers() {
+  for (Worker* worker : running_workers()) {
+    int wait_status = 0;
+    if (waitpid(worker->pid, &wait_status, WNOHANG) == worker->pid) {
+      worker->running = false;
+      close_stream(worker->stdout_fd, worker->stdout_lines);
+      close_stream(worker->stderr_fd, worker->stderr_lines);
+      on_worker_ended(*worker, wait_status);
+    }
+  }
+}
+
+void WorkerGroup::on_worker_ended(Worker& worker, int wait_status) {
+  if (exit_status_) {
+    return;  // already stopping: this exit is most likely our own doing
+  }
+  std::string who = describe_worker(worker.rank, worker.pid);
+  if (WIFSIGNALED(wait_status)) {
+    int signal = WTERMSIG(wait_status);
+    begin_stop(128 + signal, SIGTERM, who + " was killed by " + describe_signal(signal), true);
+  } else if (WEXITSTATUS(wait_status) != 0) {
+    int status = WEXITSTATUS(wait_status);
+    begin_stop(status, SIGTERM, who + " exited with status " + std::to_string(status), true);
+  }
+}
+
+void WorkerGroup::on_stop_signal(int signal) {
+  if (exit_status_) {
+    signal_running(signal);  // asked again while stopping: pass it on, keep the deadline
+    return;
+  }
+  begin_stop(128 + signal, signal, "got " + describe_signal(signal), false);
+}
+
+void WorkerGroup::begin_stop(int exit_status, int signal, const std::string& cause, bool cause_is_a_worker) {
+  std::size_t running = running_workers().size();
+  if (running == 0) {
+    report(cause);
+  } else {
+    report(cause + "; stopping " + count_workers(running, cause_is_a_worker));
+  }
+  exit_status_ = exit_status;
+  deadline_ = Clock::now() + stop_timeout_;
+  signal_running(signal);
+}
+
+void WorkerGroup::on_deadline() {
+  std::vector<int> ranks;
+  for (Worker* worker : running_workers()) {
+    ranks.push_back(worker->rank);
+  }
+  if (kill_sent_) {
+    report(list_ranks(ranks) + " still running " + describe_seconds(kKillGrace) +
+           " after SIGKILL; leaving without waiting for them");
+    gave_up_ = true;
+    return;
+  }
+  report(list_ranks(ranks) + " did not stop within " + describe_seconds(stop_timeout_) + "; sending SIGKILL");
+  signal_running(SIGKILL);
+  kill_sent_ = true;
+  deadline_ = Clock::now() + kKillGrace;
+}
+
+void WorkerGroup::signal_running(int signal) {
+  for (Worker* worker : running_workers()) {
+    kill(-worker->pid, signal);  // the whole group: the worker and any children it started
+  }
+}
+
+std::vector<WorkerGroup::Worker*> WorkerGroup::running_workers() {
+  std::vector<Worker*> running;
+  for (Worker& worker : workers_) {
+    if (worker.running) {
+      running.push_back(&worker);
+    }
+  }
+  return running;
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/prefixed_lines.h"
+#include "launch/signal_inbox.h"
+#include "launch/worker_process.h"
+
+namespace lockstep::launch {
+
+/// The workers one launcher started, watched until all have ended. Forwards their output
+/// line by line under "[rank R] ", and stops them all (the stop signal, then SIGKILL after
+/// `stop_timeout`) as soon as one fails or the launcher is asked to stop. Every wait is bounded
+/// once stopping has begun.
+class WorkerGroup {
+ public:
+  explicit WorkerGroup(std::chrono::milliseconds stop_timeout);
+  ~WorkerGroup();
+
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  /// Takes over a started worker (its pipes included) that has global rank `rank`.
+  void add(int rank, const WorkerProcess& process);
+
+  /// Stops the workers added so far because the job cannot go on: reports `cause` (e.g.
+  /// "rank 2: cannot run 'x': ..."), sends SIGTERM, and makes supervise() return `exit_status`.
+  void abandon(int exit_status, const std::string& cause);
+
+  /// Returns once every worker has ended (or ignored SIGKILL): 0 when all exited 0, otherwise
+  /// the status of the first failure (128 + signal for a killed worker or a stopped launcher).
+  int supervise(SignalInbox& signals);
+
+ private:
+  struct Worker {
+    int rank;
+    pid_t pid;
+    int stdout_fd;
+    int stderr_fd;
+    PrefixedLines stdout_lines;
+    PrefixedLines stderr_lines;
+    bool running = true;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  void reap_exited_workers();
+  void on_worker_ended(Worker& worker, int wait_status);
+  void on_stop_signal(int signal);
+  void begin_stop(int exit_status, int signal, const std::string& cause, bool cause_is_a_worker);
+  void on_deadline();
+  void signal_running(int signal);
+  std::vector<Worker*> running_workers();
+
+  std::chrono::milliseconds stop_timeout_;
+  std::vector<Worker> workers_;
+  std::optional<int> exit_status_;  // set once stopping has begun
+  std::optional<Clock::time_point> deadline_;
+  bool kill_sent_ = false;
+  bool gave_up_ = false;
+};
+
+}  // namespace lockstep::launch

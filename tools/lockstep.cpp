@@ -1,0 +1,71 @@
+// The `lockstep` command. Each subcommand registers its options and, when chosen, the action
+// main runs; main itself only parses and turns errors into one line and an exit status.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <iostream>
+#include <memory>
+
+#include "lockstep/comm/error.h"
+#include "launch/launcher.h"
+
+namespace {
+
+using Action = std::function<int()>;
+
+// Exit status for input that cannot work as given, as getopt-style tools use.
+constexpr int kUsageStatus = 2;
+
+void add_run_command(CLI::App& app, Action& chosen) {
+  CLI::App* run = app.add_subcommand("run", "Start PROGRAM as N workers per node (torchrun-style)");
+  auto options = std::make_shared<lockstep::launch::LaunchOptions>();
+  auto stop_timeout_seconds = std::make_shared<double>(5.0);
+
+  run->add_option("-n,--nproc-per-node", options->nproc_per_node, "Workers on this node")->required();
+  run->add_option("--backend", options->backend, "gloo or mpi (mpi hands the job to mpirun)");
+  run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
+  run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")
+      ->capture_default_str();
+  run->add_option("--master-addr", options->master_addr, "Store address (default 127.0.0.1 on one node)");
+  run->add_option("--master-port", options->master_port, "Store port (default: a free one, one node only)");
+  run->add_option("--stop-timeout", *stop_timeout_seconds, "Seconds stopped workers get before SIGKILL")
+      ->capture_default_str();
+  run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
+
+  run->callback([&chosen, options, stop_timeout_seconds] {
+    options->stop_timeout = std::chrono::milliseconds(static_cast<long long>(*stop_timeout_seconds * 1000));
+    chosen = [options] { return lockstep::launch::run_workers(*options); };
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lockstep: data-parallel training for libtorch"};
+  app.require_subcommand(1);
+  Action chosen;
+  add_run_command(app, chosen);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& help_or_version) {
+    return app.exit(help_or_version);
+  } catch (const CLI::ExtrasError& error) {
+    std::cerr << "lockstep: " << error.what() << " (put PROGRAM and its ARGS after --)\n";
+    return kUsageStatus;
+  } catch (const CLI::ParseError& error) {
+    std::cerr << "lockstep: " << error.what() << " (see lockstep --help)\n";
+    return kUsageStatus;
+  }
+
+  std::string command = "lockstep " + app.get_subcommands().front()->get_name();
+  try {
+    return chosen();
+  } catch (const lockstep::ConfigError& error) {
+    std::cerr << command << ": " << error.what() << "\n";
+    return kUsageStatus;
+  } catch (const lockstep::Error& error) {
+    std::cerr << command << ": " << error.what() << "\n";
+    return 1;
+  }
+}
