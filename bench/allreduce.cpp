@@ -1,12 +1,15 @@
-// lockstep's all_reduce next to the raw engines it drives, on the same buffers, in one run
-// of 2 local processes:
+// lockstep's all_reduce next to the raw engine it drives, on the same buffers, with 2 local
+// processes:
 //
-//   bench/allreduce            (starts itself under mpirun -n 2)
+//   bench/allreduce
 //
-// For every message size it prints the median time per call and the algorithm bandwidth
-// (bytes / time) of raw MPI_Allreduce, lockstep over MPI, raw gloo and lockstep over gloo,
-// and lockstep's overhead over each engine.
+// runs itself twice: under mpirun -n 2 (raw MPI_Allreduce vs lockstep over MPI), then as 2
+// gloo ranks meeting through a file store (raw gloo vs lockstep over gloo; no MPI in those
+// processes, whose busy-polling would starve gloo's socket threads). Each pair prints median
+// time per call and algorithm bandwidth (bytes / time) for every message size, and this
+// parent prints the joined table.
 #include <mpi.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,11 +17,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gloo/allreduce.h>
+#include <gloo/barrier.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -32,134 +39,182 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Variant = std::function<void()>;
+namespace fs = std::filesystem;
 
+constexpr size_t kSmallest = 4 << 10;
+constexpr size_t kLargest = 64 << 20;
+constexpr int kRounds = 101;
+// lockstep asks gloo for this algorithm; the raw baseline uses the same.
+constexpr auto kGlooAlgorithm = gloo::AllreduceOptions::Algorithm::BCUBE;
 
-// Re-runs this program as 2 ranks under mpirun, unless it is one of them already.
-void become_two_ranks(char** argv) {
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) return;
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  std::vector<const char*> args = {"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", argv[0]};
-  args.push_back(nullptr);
-  execvp("mpirun", const_cast<char**>(args.data()));
-  std::perror("cannot start mpirun");
-  std::exit(1);
+double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
 }
 
-std::string shared_text(const std::string& mine_if_root) {
-  char text[256] = {};
-  std::snprintf(text, sizeof(text), "%s", mine_if_root.c_str());
-  MPI_Bcast(text, sizeof(text), MPI_CHAR, 0, MPI_COMM_WORLD);
-  return text;
+struct Timing {
+  double raw;       // median seconds per call
+  double ours;
+  double overhead;  // median over rounds of (ours - raw) in the same round
+  double relative;  // median over rounds of ours / raw - 1
+};
+
+// Raw and lockstep take turns in blocks of calls, round after round, so that machine noise
+// hits them alike; comparing them within each round cancels most of what noise remains.
+Timing time_side_by_side(const Variant& raw, const Variant& ours, int calls_per_block,
+                         const std::function<void()>& barrier) {
+  auto seconds_per_call = [&](const Variant& variant) {
+    barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < calls_per_block; ++i) variant();
+    return std::chrono::duration<double>(Clock::now() - start).count() / calls_per_block;
+  };
+  raw();  // warm-up
+  ours();
+  std::vector<double> raws, ourses, overheads, relatives;
+  for (int round = 0; round < kRounds; ++round) {
+    raws.push_back(seconds_per_call(raw));
+    ourses.push_back(seconds_per_call(ours));
+    overheads.push_back(ourses.back() - raws.back());
+    relatives.push_back(ourses.back() / raws.back() - 1);
+  }
+  return {median(raws), median(ourses), median(overheads), median(relatives)};
 }
 
-std::shared_ptr<gloo::Context> raw_gloo_context(int rank, const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  gloo::rendezvous::FileStore store(dir);
+int calls_per_block(size_t bytes) {
+  return static_cast<int>(std::clamp<size_t>((16u << 20) / bytes, 1, 100));
+}
+
+// Times raw and lockstep for every size; rank 0 writes one line of numbers per size.
+void measure(const std::string& out_path, int rank, const std::function<void()>& barrier,
+             const std::function<void(float*, int64_t)>& raw,
+             const std::function<void(torch::Tensor&)>& ours) {
+  std::ofstream out;
+  if (rank == 0) out.open(out_path);
+  for (size_t bytes = kSmallest; bytes <= kLargest; bytes *= 4) {
+    const int64_t count = static_cast<int64_t>(bytes / sizeof(float));
+    torch::Tensor buffer = torch::zeros({count});  // zeros stay zeros: no overflow, no denormals
+    const Timing t = time_side_by_side([&] { raw(buffer.data_ptr<float>(), count); }, [&] { ours(buffer); },
+                                       calls_per_block(bytes), barrier);
+    if (rank == 0) out << bytes << " " << t.raw << " " << t.ours << " " << t.overhead << " " << t.relative << std::endl;
+  }
+}
+
+int mpi_pair(const std::string& out_path) {
+  lockstep::init(lockstep::InitOptions().backend(lockstep::Backend::Mpi));
+  measure(out_path, lockstep::rank(), [] { MPI_Barrier(MPI_COMM_WORLD); },
+          [](float* data, int64_t count) {
+            MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          },
+          [](torch::Tensor& t) { lockstep::all_reduce(t); });
+  lockstep::shutdown();
+  return 0;
+}
+
+int gloo_pair(const std::string& out_path, int rank, const std::string& dir) {
+  fs::create_directories(dir + "/raw");
+  gloo::rendezvous::FileStore store(dir + "/raw");
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, 2);
   auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
   context->connectFullMesh(store, device);
-  return context;
-}
 
-// The same rendezvous and interface as the raw gloo context: only lockstep's layer differs.
-// lockstep asks gloo for this algorithm; the raw baseline uses the same.
-constexpr auto kLockstepAlgorithm = gloo::AllreduceOptions::Algorithm::BCUBE;
-
-void raw_gloo_all_reduce(const std::shared_ptr<gloo::Context>& context, float* data, int64_t count,
-                         gloo::AllreduceOptions::Algorithm algorithm) {
-  gloo::AllreduceOptions opts(context);
-  opts.setOutput(data, count);
-  opts.setAlgorithm(algorithm);
-  opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-  gloo::allreduce(opts);
-}
-
-std::unique_ptr<lockstep::Communicator> lockstep_gloo(int rank, const std::string& dir) {
+  // The same interface as the raw context: only lockstep's layer differs.
   lockstep::WorldSpec spec;
-  spec.backend = lockstep::Backend::Gloo;
   spec.method = lockstep::InitMethod::File;
   spec.rank = rank;
   spec.world_size = 2;
-  spec.file_path = dir;
+  spec.file_path = dir + "/lockstep";
   spec.socket_ifname = "lo";
-  spec.timeout = std::chrono::seconds(60);
-  return lockstep::join_group(spec).communicator;
+  auto group = lockstep::join_group(spec).communicator;
+
+  measure(out_path, rank,
+          [&] {
+            gloo::BarrierOptions opts(context);
+            gloo::barrier(opts);
+          },
+          [&](float* data, int64_t count) {
+            gloo::AllreduceOptions opts(context);
+            opts.setOutput(data, count);
+            opts.setAlgorithm(kGlooAlgorithm);
+            opts.setReduceFunction(
+                static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+            gloo::allreduce(opts);
+          },
+          [&](torch::Tensor& t) { group->all_reduce({t}, lockstep::ReduceOp::Sum, /*blocking=*/true); });
+  return 0;
 }
 
-// Median seconds per call. The variants take turns call by call, so that machine noise
-// hits them alike, and the median ignores the stragglers a shared machine produces.
-std::vector<double> time_side_by_side(const std::vector<Variant>& variants, int calls) {
-  std::vector<std::vector<double>> samples(variants.size());
-  for (const auto& variant : variants) variant();  // warm-up
-  MPI_Barrier(MPI_COMM_WORLD);
-  for (int i = 0; i < calls; ++i) {
-    for (size_t v = 0; v < variants.size(); ++v) {
-      const auto start = Clock::now();
-      variants[v]();
-      samples[v].push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    }
+int run(std::vector<std::string> argv, const std::map<std::string, std::string>& env = {}) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::perror(args[0]);
+    _exit(127);
   }
-  std::vector<double> medians;
-  for (auto& s : samples) {
-    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
-    medians.push_back(s[s.size() / 2]);
-  }
-  return medians;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+std::map<size_t, Timing> read_results(const std::string& path) {
+  std::map<size_t, Timing> rows;
+  std::ifstream in(path);
+  size_t bytes;
+  Timing t;
+  while (in >> bytes >> t.raw >> t.ours >> t.overhead >> t.relative) rows[bytes] = t;
+  return rows;
 }
 
 std::string size_name(size_t bytes) {
-  if (bytes >= (1u << 20)) return std::to_string(bytes >> 20) + " MB";
-  return std::to_string(bytes >> 10) + " KB";
+  return bytes >= (1u << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
+}
+
+std::string row(size_t bytes, const Timing& t) {
+  char text[200];
+  std::snprintf(text, sizeof(text), "%.1f | %.1f | %+.1f µs (%+.1f%%) | %.2f | %.2f", t.raw * 1e6, t.ours * 1e6,
+                t.overhead * 1e6, 100 * t.relative, bytes / t.raw / 1e9, bytes / t.ours / 1e9);
+  return text;
+}
+
+int parent(const std::string& self) {
+  char pattern[] = "/tmp/lockstep-bench-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  const std::map<std::string, std::string> root_ok = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                                      {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+  if (run({"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", self, "mpi", dir + "/mpi.txt"},
+          root_ok) != 0) {
+    return 1;
+  }
+  const pid_t second = fork();
+  if (second == 0) _exit(run({self, "gloo", dir + "/gloo.txt", "1", dir}));
+  const int first = run({self, "gloo", dir + "/gloo.txt", "0", dir});
+  int status = 0;
+  waitpid(second, &status, 0);
+  if (first != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+
+  const auto mpi = read_results(dir + "/mpi.txt");
+  const auto gloo = read_results(dir + "/gloo.txt");
+  std::printf("| size | MPI µs | lockstep MPI µs | overhead | MPI GB/s | lockstep MPI GB/s "
+              "| gloo µs | lockstep gloo µs | overhead | gloo GB/s | lockstep gloo GB/s |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& [bytes, t] : mpi) {
+    std::printf("| %s | %s | %s |\n", size_name(bytes).c_str(), row(bytes, t).c_str(),
+                row(bytes, gloo.at(bytes)).c_str());
+  }
+  fs::remove_all(dir);
+  return 0;
 }
 
 }  // namespace
 
-int main(int, char** argv) {
-  become_two_ranks(argv);
+int main(int argc, char** argv) {
   at::set_num_threads(1);
-  lockstep::init(lockstep::InitOptions().backend(lockstep::Backend::Mpi));
-  const int rank = lockstep::rank();
-
-  char dir_pattern[] = "/tmp/lockstep-bench-XXXXXX";
-  const std::string dir = shared_text(rank == 0 ? mkdtemp(dir_pattern) : "");
-  auto gloo_context = raw_gloo_context(rank, dir + "/raw");
-  auto gloo_group = lockstep_gloo(rank, dir + "/lockstep");
-
-  if (rank == 0) {
-    std::printf("| size | MPI µs | lockstep MPI µs | overhead | gloo µs | lockstep gloo µs | overhead "
-                "| MPI GB/s | lockstep MPI GB/s | gloo GB/s | lockstep gloo GB/s | gloo ring µs |\n");
-    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  }
-  for (size_t bytes = 4 << 10; bytes <= (64u << 20); bytes *= 4) {
-    const int64_t count = static_cast<int64_t>(bytes / sizeof(float));
-    torch::Tensor buffer = torch::zeros({count});
-    float* data = buffer.data_ptr<float>();
-    const std::vector<Variant> variants = {
-        [&] { MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
-        [&] { lockstep::all_reduce(buffer); },
-        [&] { raw_gloo_all_reduce(gloo_context, data, count, kLockstepAlgorithm); },
-        [&] { gloo_group->all_reduce({buffer}, lockstep::ReduceOp::Sum, /*blocking=*/true); },
-        [&] { raw_gloo_all_reduce(gloo_context, data, count, gloo::AllreduceOptions::Algorithm::RING); },
-    };
-    const int calls = static_cast<int>(std::clamp<size_t>((256u << 20) / bytes, 15, 1000));
-    const auto t = time_side_by_side(variants, calls);
-    if (rank != 0) continue;
-    auto us = [](double s) { return s * 1e6; };
-    auto gbps = [&](double s) { return bytes / s / 1e9; };
-    auto overhead = [&](double raw, double ours) {
-      char text[64];
-      std::snprintf(text, sizeof(text), "%+.1f µs (%+.1f%%)", us(ours - raw), 100 * (ours - raw) / raw);
-      return std::string(text);
-    };
-    std::printf("| %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %.2f | %.2f | %.2f | %.2f | %.1f |\n",
-                size_name(bytes).c_str(), us(t[0]), us(t[1]), overhead(t[0], t[1]).c_str(), us(t[2]),
-                us(t[3]), overhead(t[2], t[3]).c_str(), gbps(t[0]), gbps(t[1]), gbps(t[2]), gbps(t[3]),
-                us(t[4]));
-    std::fflush(stdout);
-  }
-  gloo_group.reset();
-  lockstep::shutdown();
-  if (rank == 0) std::filesystem::remove_all(dir);
-  return 0;
+  const std::string role = argc > 1 ? argv[1] : "";
+  if (role == "mpi" && argc == 3) return mpi_pair(argv[2]);
+  if (role == "gloo" && argc == 5) return gloo_pair(argv[2], std::atoi(argv[3]), argv[4]);
+  return parent(fs::canonical("/proc/self/exe"));
 }
