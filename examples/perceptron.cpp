@@ -33,10 +33,7 @@ int main(int argc, char** argv) {
   torch::manual_seed(rank);  // deliberately different inits: the broadcast below aligns them
   torch::nn::Sequential model(torch::nn::Linear(features, 100), torch::nn::ReLU(),
                               torch::nn::Linear(100, 1));
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->parameters()) lockstep::broadcast(p, /*root=*/0);
-  }
+  for (auto& p : model->parameters()) lockstep::broadcast(p, /*root=*/0);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(1e-4).momentum(0.9));
 
   for (int epoch = 1; epoch <= epochs; ++epoch) {

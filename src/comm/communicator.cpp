@@ -59,6 +59,9 @@ void check_root(int root, int world_size, Collective kind) {
   }
 }
 
+// Neither gloo nor MPI averages: Avg travels as Sum and is divided afterwards.
+ReduceOp on_the_wire(ReduceOp op) { return op == ReduceOp::Avg ? ReduceOp::Sum : op; }
+
 // What ranks exchange to find out how their calls differ.
 struct CallSummary {
   uint64_t fingerprint;
@@ -90,7 +93,7 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
   if (tensors.empty()) return Work();
   Call call(Collective::AllReduce, tensors, op);
   return submit(std::move(call), [this, tensors, op](const Call& c) mutable {
-    const ReduceOp wire_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+    const ReduceOp wire_op = on_the_wire(op);
     if (tensors.size() == 1) {
       if (tensors[0].numel() > 0) run_all_reduce(tensors[0], wire_op, c.tag());
     } else {
@@ -132,7 +135,7 @@ Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blockin
   check_root(root, world_size_, Collective::Reduce);
   Call call(Collective::Reduce, {tensor}, op, root);
   return submit(std::move(call), [this, tensor, root, op](const Call& c) mutable {
-    const ReduceOp wire_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+    const ReduceOp wire_op = on_the_wire(op);
     if (tensor.numel() > 0) run_reduce(tensor, root, wire_op, c.tag());
     if (op == ReduceOp::Avg && rank_ == root) divide_by_world_size(tensor);
     return std::vector<at::Tensor>{tensor};
@@ -163,7 +166,7 @@ Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) 
     std::vector<int64_t> shape = input.sizes().vec();
     shape[0] /= world_size_;
     at::Tensor output = at::empty(shape, input.options());
-    const ReduceOp wire_op = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+    const ReduceOp wire_op = on_the_wire(op);
     if (input.numel() > 0) run_reduce_scatter(input, output, wire_op, c.tag());
     if (op == ReduceOp::Avg) divide_by_world_size(output);
     return std::vector<at::Tensor>{output};
@@ -256,6 +259,7 @@ void Communicator::execute(Task& task) {
   std::vector<at::Tensor> outputs;
   std::exception_ptr error;
   try {
+    at::NoGradGuard no_grad;  // collectives write into parameters and are not differentiated
     check_same_call(task.call);
     outputs = task.body(task.call);
   } catch (const MismatchError&) {

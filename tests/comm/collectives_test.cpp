@@ -12,6 +12,10 @@ struct Setup {
   int world_size;
 };
 
+void PrintTo(const Setup& setup, std::ostream* out) {
+  *out << setup.rendezvous << " rendezvous, world size " << setup.world_size;
+}
+
 std::string name_of(const ::testing::TestParamInfo<Setup>& info) {
   return info.param.rendezvous + "_" + std::to_string(info.param.world_size);
 }

@@ -102,6 +102,17 @@ TEST(Threads, AfterATimeoutTheGroupSaysItIsUnusable) {
   }
 }
 
+TEST(Threads, ParametersThatRequireGradCanBeWrittenInPlace) {
+  const auto results = on_threads(2, [](Communicator& comm) {
+    torch::nn::Linear layer(3, 2);
+    torch::nn::init::constant_(layer->weight, comm.rank() + 1.0);
+    comm.broadcast(layer->weight, /*root=*/1, true);
+    comm.all_reduce({layer->weight}, ReduceOp::Avg, true);
+    return layer->weight.requires_grad() && layer->weight.equal(torch::full({2, 3}, 2.0));
+  });
+  for (bool ok : results) EXPECT_TRUE(ok);
+}
+
 TEST(Threads, BadTensorsAreRejectedBeforeAnythingIsSent) {
   const auto results = on_threads(1, [](Communicator& comm) {
     std::vector<std::string> messages;
