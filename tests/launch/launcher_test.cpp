@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "tool_process.h"
+#include "support/tool_process.h"
 
-namespace lockstep::launch::testing {
+namespace lockstep::testing {
 namespace {
 
 constexpr std::chrono::seconds kExitBound{30};
@@ -202,4 +202,4 @@ TEST(LockstepRun, MpiBackendHandsTheJobToMpirun) {
 }
 
 }  // namespace
-}  // namespace lockstep::launch::testing
+}  // namespace lockstep::testing

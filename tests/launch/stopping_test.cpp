@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "tool_process.h"
+#include "support/tool_process.h"
 
-namespace lockstep::launch::testing {
+namespace lockstep::testing {
 namespace {
 
 constexpr std::chrono::seconds kExitBound{30};
@@ -119,4 +119,4 @@ TEST(LockstepRunStops, ForwardsSigintAndExitsWith130) {
 }
 
 }  // namespace
-}  // namespace lockstep::launch::testing
+}  // namespace lockstep::testing

@@ -1,63 +1,27 @@
 #include "support/world.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <memory>
 #include <stdexcept>
-#include <thread>
 
-extern char** environ;
+#include "support/tool_process.h"
 
 namespace lockstep::testing {
 namespace {
 
 // Variables of launchers that must not leak from the test's environment into workers.
-bool is_launcher_variable(const std::string& name) {
+bool is_launcher_variable(const std::string& entry) {
   for (const char* prefix : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
                              "MASTER_ADDR=", "MASTER_PORT=", "OMPI_", "PMIX_", "SLURM_",
                              "LOCKSTEP_", "TORCHELASTIC_"}) {
-    if (name.rfind(prefix, 0) == 0) return true;
+    if (entry.rfind(prefix, 0) == 0) return true;
   }
   return false;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-pid_t start(const std::vector<std::string>& argv, const Env& env, const std::string& log) {
-  // Everything is prepared before fork: the child only redirects and execs.
-  std::vector<std::string> entries;
-  for (char** e = environ; *e; ++e) {
-    if (!is_launcher_variable(*e)) entries.emplace_back(*e);
-  }
-  for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& entry : entries) envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    execvpe(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  close(fd);
-  return pid;
 }
 
 }  // namespace
@@ -65,28 +29,21 @@ pid_t start(const std::vector<std::string>& argv, const Env& env, const std::str
 std::vector<Finished> run_processes(int n, const std::vector<std::string>& argv,
                                     const std::function<Env(int rank)>& env_for,
                                     std::chrono::seconds deadline) {
-  const std::string dir = fresh_directory();
-  std::vector<pid_t> pids;
-  std::vector<Finished> results(n, Finished{-1, ""});
-  for (int r = 0; r < n; ++r) pids.push_back(start(argv, env_for(r), dir + "/" + std::to_string(r)));
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  int running = n;
-  while (running > 0 && std::chrono::steady_clock::now() < end) {
-    for (int r = 0; r < n; ++r) {
-      int status = 0;
-      if (pids[r] == 0 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      results[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      pids[r] = 0;
-      --running;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  std::vector<std::unique_ptr<ToolProcess>> processes;
   for (int r = 0; r < n; ++r) {
-    if (pids[r] == 0) continue;
-    kill(pids[r], SIGKILL);
-    waitpid(pids[r], nullptr, 0);
+    std::vector<std::string> extra;
+    for (const auto& [name, value] : env_for(r)) extra.push_back(name + "=" + value);
+    processes.push_back(std::make_unique<ToolProcess>(
+        argv, extra, [](const std::string& entry) { return !is_launcher_variable(entry); }));
   }
-  for (int r = 0; r < n; ++r) results[r].output = read_file(dir + "/" + std::to_string(r));
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  std::vector<Finished> results;
+  for (auto& p : processes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    const bool exited = p->wait_for_exit(std::max(left, std::chrono::milliseconds(0)));
+    const int code = !exited ? -1 : p->term_signal() != 0 ? 128 + p->term_signal() : p->exit_code();
+    results.push_back(Finished{code, p->stdout_text() + p->stderr_text()});
+  }
   return results;
 }
 
@@ -149,9 +106,8 @@ std::string fresh_directory() {
 }
 
 size_t count_lines(const std::string& text) {
-  std::istringstream in(text);
   size_t lines = 0;
-  for (std::string line; std::getline(in, line);) lines += !line.empty();
+  for (const auto& line : lines_of(text)) lines += !line.empty();
   return lines;
 }
 

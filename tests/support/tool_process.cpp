@@ -1,4 +1,4 @@
-#include "tool_process.h"
+#include "support/tool_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace lockstep::launch::testing {
+namespace lockstep::testing {
 namespace {
 
 std::string read_file(const std::string& path) {
@@ -36,7 +36,7 @@ std::string name_of(const std::string& entry) { return entry.substr(0, entry.fin
 }  // namespace
 
 ToolProcess::ToolProcess(const std::vector<std::string>& command,
-                         const std::vector<std::string>& extra_environment) {
+                         const std::vector<std::string>& extra_environment, const InheritFilter& inherit) {
   std::vector<std::string> arguments = command;
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -44,7 +44,7 @@ ToolProcess::ToolProcess(const std::vector<std::string>& command,
     for (const std::string& extra : extra_environment) {
       replaced = replaced || name_of(extra) == name_of(*entry);
     }
-    if (!replaced) {
+    if (!replaced && (!inherit || inherit(*entry))) {
       environment.emplace_back(*entry);
     }
   }
@@ -63,7 +63,7 @@ ToolProcess::ToolProcess(const std::vector<std::string>& command,
     int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
-    execve(argv[0], argv.data(), envp.data());
+    execvpe(argv[0], argv.data(), envp.data());
     _exit(126);
   }
 }
@@ -149,4 +149,4 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-}  // namespace lockstep::launch::testing
+}  // namespace lockstep::testing

@@ -3,10 +3,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
-namespace lockstep::launch::testing {
+namespace lockstep::testing {
 
 /// A fresh empty directory under /tmp, removed with everything in it when this goes away.
 class TemporaryDirectory {
@@ -23,13 +24,17 @@ class TemporaryDirectory {
   std::string path_;
 };
 
+/// Which of the test's own "NAME=value" entries a started process inherits.
+using InheritFilter = std::function<bool(const std::string& entry)>;
+
 /// A program a test starts and watches from outside, as a user's shell would: stdout and
-/// stderr go to files, extra "NAME=value" entries are added to (or replace) the environment.
-/// A process still running when this is destroyed is SIGKILLed.
+/// stderr go to files, extra "NAME=value" entries are added to (or replace) the inherited
+/// environment. A process still running when this is destroyed is SIGKILLed.
 class ToolProcess {
  public:
   ToolProcess(const std::vector<std::string>& command,
-              const std::vector<std::string>& extra_environment = {});
+              const std::vector<std::string>& extra_environment = {},
+              const InheritFilter& inherit = nullptr);
   ~ToolProcess();
 
   ToolProcess(const ToolProcess&) = delete;
@@ -62,4 +67,4 @@ bool process_alive(pid_t pid);
 /// `text` split at newlines, without them.
 std::vector<std::string> lines_of(const std::string& text);
 
-}  // namespace lockstep::launch::testing
+}  // namespace lockstep::testing
