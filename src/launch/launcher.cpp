@@ -4,12 +4,12 @@
 #include <optional>
 
 #include "launch/agent_store.h"
-#include "lockstep/comm/error.h"
 #include "launch/mpirun_command.h"
 #include "launch/signal_inbox.h"
 #include "launch/worker_environment.h"
 #include "launch/worker_group.h"
 #include "launch/worker_process.h"
+#include "lockstep/comm/error.h"
 
 namespace lockstep::launch {
 namespace {
