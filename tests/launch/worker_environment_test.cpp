@@ -71,5 +71,15 @@ TEST(WorkerEnvironment, SingleNodeDefaultsToLoopback) {
   EXPECT_TRUE(has(environment, "WORLD_SIZE=2"));
 }
 
+TEST(WorkerEnvironment, OneOpenMpThreadPerWorkerUnlessTheUserChose) {
+  EXPECT_TRUE(has(worker_environment({}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500), "OMP_NUM_THREADS=1"));
+  const auto chosen = worker_environment({"OMP_NUM_THREADS=3"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500);
+  EXPECT_TRUE(has(chosen, "OMP_NUM_THREADS=3"));
+  EXPECT_FALSE(has(chosen, "OMP_NUM_THREADS=1"));
+  LaunchOptions alone = two_nodes_of_four();
+  alone.nproc_per_node = 1;
+  EXPECT_FALSE(names(worker_environment({}, alone, WorkerPlace{1, 0}, 29500), "OMP_NUM_THREADS"));
+}
+
 }  // namespace
 }  // namespace lockstep::launch
