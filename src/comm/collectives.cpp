@@ -21,11 +21,19 @@ Work all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op) {
 }
 
 void broadcast(at::Tensor& tensor, int root) {
-  default_group().broadcast(tensor, root, /*blocking=*/true);
+  default_group().broadcast({tensor}, root, /*blocking=*/true);
 }
 
 Work broadcast_async(at::Tensor tensor, int root) {
-  return default_group().broadcast(std::move(tensor), root, /*blocking=*/false);
+  return default_group().broadcast({std::move(tensor)}, root, /*blocking=*/false);
+}
+
+void broadcast(std::vector<at::Tensor>& tensors, int root) {
+  default_group().broadcast(tensors, root, /*blocking=*/true);
+}
+
+Work broadcast_async(std::vector<at::Tensor> tensors, int root) {
+  return default_group().broadcast(std::move(tensors), root, /*blocking=*/false);
 }
 
 void reduce(at::Tensor& tensor, int root, ReduceOp op) {

@@ -93,26 +93,9 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
   if (tensors.empty()) return Work();
   Call call(Collective::AllReduce, tensors, op);
   return submit(std::move(call), [this, tensors, op](const Call& c) mutable {
-    const ReduceOp wire_op = on_the_wire(op);
-    if (tensors.size() == 1) {
-      if (tensors[0].numel() > 0) run_all_reduce(tensors[0], wire_op, c.tag());
-    } else {
-      // Pack tensors of one dtype into one buffer: one collective per dtype, not per tensor.
-      std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
-      for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
-      uint32_t group = 0;
-      for (auto& entry : by_dtype) {
-        std::vector<at::Tensor> flat_parts;
-        for (const auto& t : entry.second) flat_parts.push_back(t.view(-1));
-        at::Tensor packed = at::cat(flat_parts);
-        if (packed.numel() > 0) run_all_reduce(packed, wire_op, c.tag() + group++);
-        int64_t offset = 0;
-        for (auto& part : flat_parts) {
-          part.copy_(packed.slice(0, offset, offset + part.numel()));
-          offset += part.numel();
-        }
-      }
-    }
+    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
+      run_all_reduce(packed, on_the_wire(op), tag);
+    });
     if (op == ReduceOp::Avg) {
       for (auto& t : tensors) divide_by_world_size(t);
     }
@@ -120,14 +103,37 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
   }, blocking);
 }
 
-Work Communicator::broadcast(at::Tensor tensor, int root, bool blocking) {
-  check_tensor(tensor, Collective::Broadcast, to_string(backend()));
+Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blocking) {
+  for (const auto& t : tensors) check_tensor(t, Collective::Broadcast, to_string(backend()));
   check_root(root, world_size_, Collective::Broadcast);
-  Call call(Collective::Broadcast, {tensor}, ReduceOp::Sum, root);
-  return submit(std::move(call), [this, tensor, root](const Call& c) mutable {
-    if (tensor.numel() > 0) run_broadcast(tensor, root, c.tag());
-    return std::vector<at::Tensor>{tensor};
+  if (tensors.empty()) return Work();
+  Call call(Collective::Broadcast, tensors, ReduceOp::Sum, root);
+  return submit(std::move(call), [this, tensors, root](const Call& c) mutable {
+    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
+      run_broadcast(packed, root, tag);
+    });
+    return tensors;
   }, blocking);
+}
+
+void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag,
+                                   const std::function<void(at::Tensor&, uint32_t)>& run) {
+  if (tensors.size() == 1) {
+    if (tensors[0].numel() > 0) run(tensors[0], tag);
+    return;
+  }
+  // Tensors of one dtype travel packed in one buffer: one collective per dtype, not per tensor.
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t.view(-1));
+  for (auto& [dtype, flat_parts] : by_dtype) {
+    at::Tensor packed = at::cat(flat_parts);
+    if (packed.numel() > 0) run(packed, tag++);
+    int64_t offset = 0;
+    for (auto& part : flat_parts) {
+      part.copy_(packed.slice(0, offset, offset + part.numel()));
+      offset += part.numel();
+    }
+  }
 }
 
 Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking) {

@@ -37,7 +37,7 @@ class Communicator {
   virtual Backend backend() const = 0;
 
   Work all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking);
-  Work broadcast(at::Tensor tensor, int root, bool blocking);
+  Work broadcast(std::vector<at::Tensor> tensors, int root, bool blocking);
   Work reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking);
   Work all_gather(at::Tensor tensor, bool blocking);
   Work reduce_scatter(at::Tensor input, ReduceOp op, bool blocking);
@@ -91,6 +91,10 @@ class Communicator {
   void check_same_call(const Call& call);
   void worker_loop();
   void divide_by_world_size(at::Tensor& tensor) const;
+  /// Runs `run` on each tensor, or, for several, on one packed buffer per dtype (tags
+  /// counting up from `tag`), copying the results back.
+  void for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag,
+                       const std::function<void(at::Tensor&, uint32_t)>& run);
 
   const int rank_;
   const int world_size_;

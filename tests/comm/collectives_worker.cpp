@@ -139,6 +139,14 @@ void check_coalesced(int r, int n) {
   for (size_t k = 0; k < tensors.size(); ++k) {
     expect_equal(tensors[k], wanted[k], "coalesced all_reduce tensor " + std::to_string(k));
   }
+  // Broadcast of many tensors of mixed dtypes from the last rank.
+  std::vector<torch::Tensor> sent;
+  for (auto dtype : kDtypes) sent.push_back(input_for(r, n, 5, ReduceOp::Sum).to(dtype).reshape({5, 1}));
+  lockstep::broadcast(sent, n - 1);
+  for (size_t k = 0; k < sent.size(); ++k) {
+    expect_equal(sent[k], input_for(n - 1, n, 5, ReduceOp::Sum).to(kDtypes[k]).reshape({5, 1}),
+                 "coalesced broadcast tensor " + std::to_string(k));
+  }
   auto copies = std::vector<torch::Tensor>{input_for(r, n, 9, ReduceOp::Sum).to(torch::kDouble)};
   lockstep::all_reduce_async(copies, ReduceOp::Avg).wait();
   expect_equal(copies[0], expected_reduction(n, 9, ReduceOp::Avg, torch::kDouble), "coalesced async Avg");

@@ -84,7 +84,7 @@ TEST(Threads, AfterATimeoutTheGroupSaysItIsUnusable) {
     std::string first, second;
     try {
       if (comm.rank() == 0) comm.all_reduce({torch::ones({2})}, ReduceOp::Sum, true);
-      else comm.broadcast(torch::ones({2}), 0, true);
+      else comm.broadcast({torch::ones({2})}, 0, true);
     } catch (const Error& e) {
       first = e.what();
     }
@@ -106,7 +106,7 @@ TEST(Threads, ParametersThatRequireGradCanBeWrittenInPlace) {
   const auto results = on_threads(2, [](Communicator& comm) {
     torch::nn::Linear layer(3, 2);
     torch::nn::init::constant_(layer->weight, comm.rank() + 1.0);
-    comm.broadcast(layer->weight, /*root=*/1, true);
+    comm.broadcast({layer->weight}, /*root=*/1, true);
     comm.all_reduce({layer->weight}, ReduceOp::Avg, true);
     return layer->weight.requires_grad() && layer->weight.equal(torch::full({2, 3}, 2.0));
   });
@@ -125,7 +125,7 @@ TEST(Threads, BadTensorsAreRejectedBeforeAnythingIsSent) {
       }
     }
     try {
-      comm.broadcast(torch::ones({1}), 5, true);
+      comm.broadcast({torch::ones({1})}, 5, true);
     } catch (const Error& e) {
       messages.push_back(e.what());
     }

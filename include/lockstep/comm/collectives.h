@@ -24,6 +24,10 @@ Work all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op = ReduceOp::S
 void broadcast(at::Tensor& tensor, int root = 0);
 Work broadcast_async(at::Tensor tensor, int root = 0);
 
+/// Broadcasts many tensors in one collective per dtype (they are packed into one buffer).
+void broadcast(std::vector<at::Tensor>& tensors, int root = 0);
+Work broadcast_async(std::vector<at::Tensor> tensors, int root = 0);
+
 /// Reduces into root's tensor; other ranks' tensors are left unchanged.
 void reduce(at::Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::Sum);
 Work reduce_async(at::Tensor tensor, int root = 0, ReduceOp op = ReduceOp::Sum);
