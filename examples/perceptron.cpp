@@ -1,6 +1,6 @@
 // Data-parallel training of a small MLP, after the distributed example in flashlight's
-// documentation. Each rank trains on its share of 10000 samples, one sample per step,
-// with gradients averaged across ranks after every backward pass.
+// documentation. Each rank trains on its share of 10000 samples, one sample per step;
+// DistributedDataParallel averages the gradients across ranks during backward.
 //
 //   lockstep run -n 2 -- perceptron [--epochs 10]
 #include <cmath>
@@ -30,10 +30,10 @@ int main(int argc, char** argv) {
   const auto my_x = x.slice(0, rank * share, (rank + 1) * share);
   const auto my_y = y.slice(0, rank * share, (rank + 1) * share);
 
-  torch::manual_seed(rank);  // deliberately different inits: the broadcast below aligns them
+  torch::manual_seed(rank);  // deliberately different inits: DDP starts everyone from rank 0's
   torch::nn::Sequential model(torch::nn::Linear(features, 100), torch::nn::ReLU(),
                               torch::nn::Linear(100, 1));
-  for (auto& p : model->parameters()) lockstep::broadcast(p, /*root=*/0);
+  lockstep::DistributedDataParallel ddp(model);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(1e-4).momentum(0.9));
 
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -41,10 +41,7 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < share; ++i) {
       optimizer.zero_grad();
       auto loss = torch::mse_loss(model->forward(my_x[i].unsqueeze(0)), my_y[i].unsqueeze(0));
-      loss.backward();
-      std::vector<torch::Tensor> grads;
-      for (auto& p : model->parameters()) grads.push_back(p.grad());
-      lockstep::all_reduce(grads, lockstep::ReduceOp::Avg);  // one call for all gradients
+      loss.backward();  // returns with the gradients averaged across ranks
       optimizer.step();
       loss_sum += loss.detach().to(torch::kDouble);
     }

@@ -6,3 +6,7 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/types.h"
 #include "lockstep/comm/work.h"
+#include "lockstep/ddp/comm_hook.h"
+#include "lockstep/ddp/distributed_data_parallel.h"
+#include "lockstep/ddp/distributed_optimizer.h"
+#include "lockstep/ddp/synchronize.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -226,12 +227,31 @@ Work Communicator::submit(Call call, Body body, bool blocking) {
     return Work(state);
   }
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  state->run_here = [this](detail::WorkState& waited) { run_queued_through(waited); };
   queue_.push_back(std::move(task));
   lock.unlock();
   changed_.notify_all();
   Work work(state);
   if (blocking) work.wait();
   return work;
+}
+
+void Communicator::run_queued_through(detail::WorkState& waited) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto found = std::find_if(queue_.begin(), queue_.end(),
+                                  [&](const Task& t) { return t.state.get() == &waited; });
+  if (found == queue_.end() || busy_) return;  // running or done: wait for it as usual
+  // Everything up to it, in order: collectives must run in the order they were called.
+  std::deque<Task> mine(std::make_move_iterator(queue_.begin()),
+                        std::make_move_iterator(std::next(found)));
+  queue_.erase(queue_.begin(), std::next(found));
+  busy_ = true;
+  lock.unlock();
+  for (auto& task : mine) execute(task);
+  lock.lock();
+  busy_ = false;
+  lock.unlock();
+  changed_.notify_all();
 }
 
 void Communicator::worker_loop() {

@@ -87,6 +87,7 @@ class Communicator {
 
   Work submit(Call call, Body body, bool blocking);
   void execute(Task& task);
+  void run_queued_through(detail::WorkState& state);
   void mark_failed(const std::string& what);
   void check_same_call(const Call& call);
   void worker_loop();

@@ -11,6 +11,12 @@ Work::Work() : state_(std::make_shared<detail::WorkState>()) {
 Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
 void Work::wait() const {
+  std::function<void(detail::WorkState&)> run_here;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->done) run_here = state_->run_here;
+  }
+  if (run_here) run_here(*state_);
   std::unique_lock<std::mutex> lock(state_->mutex);
   // No deadline here: every collective is bounded by the process group's own timeout.
   state_->done_changed.wait(lock, [&] { return state_->done; });

@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct WorkState {
   bool done = false;
   std::exception_ptr error;
   std::vector<at::Tensor> outputs;
+  /// Set while queued: runs the work (and what is queued before it) on the waiting thread
+  /// when the background thread has not started it, sparing two thread hand-offs.
+  std::function<void(WorkState&)> run_here;
 
   void finish(std::vector<at::Tensor> results, std::exception_ptr failure) {
     {

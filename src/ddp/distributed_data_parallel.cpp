@@ -1,0 +1,70 @@
+#include "lockstep/ddp/distributed_data_parallel.h"
+
+#include "ddp/gradient_reducer.h"
+#include "lockstep/comm/collectives.h"
+#include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
+#include "lockstep/ddp/synchronize.h"
+
+namespace lockstep {
+namespace {
+
+double gradient_scale(const DDPOptions& options) {
+  if (options.gradient_scale()) return *options.gradient_scale();
+  switch (options.reduce_op()) {
+    case ReduceOp::Avg: return 1.0 / world_size();
+    case ReduceOp::Sum: return 1.0;
+    default: break;
+  }
+  throw ConfigError("lockstep::DDPOptions::reduce_op must be Avg or Sum, not " + to_string(options.reduce_op()));
+}
+
+constexpr double kBytesPerMegabyte = 1024.0 * 1024.0;
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                                                 DDPOptions options)
+    : module_(std::move(module)), options_(std::move(options)) {
+  if (!is_initialized()) throw Error("lockstep::DistributedDataParallel: call lockstep::init() first");
+  synchronize(*module_, options_.root());  // also fails on every rank if the models differ
+  const double scale = gradient_scale(options_);
+  if (world_size() == 1 && scale == 1.0) return;  // nothing to reduce: no hooks, no cost
+
+  std::vector<at::Tensor> parameters;
+  std::vector<std::string> names;
+  for (const auto& entry : module_->named_parameters()) {
+    names.push_back(entry.key());
+    parameters.push_back(entry.value());
+  }
+  GradientReducer::Options reducer;
+  reducer.first_bucket_bytes = static_cast<int64_t>(options_.first_bucket_cap_mb() * kBytesPerMegabyte);
+  reducer.bucket_bytes = static_cast<int64_t>(options_.bucket_cap_mb() * kBytesPerMegabyte);
+  reducer.scale = scale;
+  reducer.find_unused_parameters = options_.find_unused_parameters();
+  reducer.root = options_.root();
+  reducer.comm_hook = options_.comm_hook() ? options_.comm_hook() : allreduce_hook();
+  if (options_.broadcast_buffers()) reducer.after_backward = [this] { broadcast_buffers(); };
+  reducer_ = std::make_unique<GradientReducer>(std::move(parameters), std::move(names), std::move(reducer));
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp) {
+  if (ddp_.reducer_) ddp_.reducer_->set_accumulating(true);
+}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  if (ddp_.reducer_) ddp_.reducer_->set_accumulating(false);
+}
+
+void DistributedDataParallel::broadcast_buffers() {
+  std::vector<at::Tensor> buffers = module_->buffers();
+  if (!buffers.empty()) broadcast(buffers, options_.root());
+}
+
+std::vector<std::vector<size_t>> DistributedDataParallel::buckets() const {
+  return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{};
+}
+
+}  // namespace lockstep

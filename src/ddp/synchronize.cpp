@@ -1,0 +1,256 @@
+#include "lockstep/ddp/synchronize.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/util/Type.h>
+#include <torch/utils.h>
+
+#include "ddp/optimizer_kinds.h"
+#include "ddp/optimizer_state_table.h"
+#include "lockstep/comm/collectives.h"
+#include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
+
+namespace lockstep {
+namespace {
+
+// ---- agreeing on what is synchronized ----
+
+// One tensor as ranks compare it, e.g. "parameter 'fc2.weight'" and "[10, 128] float32".
+struct Entry {
+  std::string label;
+  std::string detail;
+};
+
+// The names PyTorch users know (float32, int64), not c10's (Float, Long).
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kBool: return "bool";
+    case at::kByte: return "uint8";
+    case at::kBFloat16: return "bfloat16";
+    default: break;
+  }
+  const std::string bits = std::to_string(8 * c10::elementSize(dtype));
+  if (at::isComplexType(dtype)) return "complex" + bits;
+  if (at::isFloatingType(dtype)) return "float" + bits;
+  if (at::isIntegralType(dtype, /*includeBool=*/false)) return "int" + bits;
+  return c10::toString(dtype);  // quantized types
+}
+
+std::string describe(const at::Tensor& t) {
+  std::ostringstream out;
+  out << "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.size(d);
+  out << "] " << dtype_name(t.scalar_type());
+  return out.str();
+}
+
+// FNV-1a: stable across processes and builds, unlike std::hash.
+int64_t fingerprint(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
+  return static_cast<int64_t>(hash);
+}
+
+std::string join(const std::vector<Entry>& entries) {
+  std::string text;
+  for (const auto& e : entries) text += e.label + '\t' + e.detail + '\n';
+  return text;
+}
+
+std::vector<Entry> split(const std::string& text) {
+  std::vector<Entry> entries;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t tab = line.find('\t');
+    entries.push_back({line.substr(0, tab), line.substr(tab + 1)});
+  }
+  return entries;
+}
+
+// Every rank's text, padded to the longest so that all_gather sees one shape everywhere.
+std::vector<std::string> gather_texts(const std::string& text,
+                                      const std::vector<int64_t>& lengths) {
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  at::Tensor mine = at::zeros({longest}, at::kByte);
+  std::copy(text.begin(), text.end(), mine.data_ptr<uint8_t>());
+  std::vector<std::string> texts;
+  const auto parts = all_gather(mine);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    const auto* bytes = parts[r].data_ptr<uint8_t>();
+    texts.emplace_back(bytes, bytes + lengths[r]);
+  }
+  return texts;
+}
+
+std::string first_difference(const std::string& what, int rank, const std::vector<Entry>& theirs,
+                             int root, const std::vector<Entry>& roots) {
+  size_t i = 0;
+  while (i < theirs.size() && i < roots.size() && theirs[i].label == roots[i].label &&
+         theirs[i].detail == roots[i].detail) {
+    ++i;
+  }
+  const std::string on_rank = " on rank " + std::to_string(rank);
+  const std::string on_root = " on rank " + std::to_string(root);
+  const std::string head = "lockstep::synchronize: rank " + std::to_string(rank) + "'s " + what +
+                           " differs from rank " + std::to_string(root) + "'s";
+  if (i < theirs.size() && i < roots.size() && theirs[i].label == roots[i].label) {
+    return head + " at " + roots[i].label + ": " + theirs[i].detail + on_rank + " vs " +
+           roots[i].detail + on_root;
+  }
+  auto entry_at = [i](const std::vector<Entry>& entries) {
+    return i < entries.size() ? entries[i].label + " (" + entries[i].detail + ")" : "nothing";
+  };
+  return head + ": rank " + std::to_string(rank) + " has " + entry_at(theirs) + " where rank " +
+         std::to_string(root) + " has " + entry_at(roots);
+}
+
+// Checks, in one small all_gather, that every rank passed the same root and holds the same
+// list of tensors. When they differ, a second all_gather brings every rank's list to every
+// rank, so that all of them throw the same MismatchError instead of some hanging.
+void agree_with_root(const std::string& what, const std::vector<Entry>& entries, int root) {
+  const std::string text = join(entries);
+  const at::Tensor mine = at::tensor(
+      std::vector<int64_t>{fingerprint(text), static_cast<int64_t>(text.size()), root}, at::kLong);
+  std::vector<int64_t> fingerprints, lengths, roots;
+  for (const auto& part : all_gather(mine)) {
+    const auto* values = part.data_ptr<int64_t>();
+    fingerprints.push_back(values[0]);
+    lengths.push_back(values[1]);
+    roots.push_back(values[2]);
+  }
+  const int n = static_cast<int>(roots.size());
+  for (int r = 1; r < n; ++r) {
+    if (roots[r] != roots[0]) {
+      throw MismatchError("lockstep::synchronize: ranks passed different roots: rank " +
+                          std::to_string(r) + " passed root " + std::to_string(roots[r]) +
+                          " but rank 0 passed root " + std::to_string(roots[0]));
+    }
+  }
+  if (root < 0 || root >= n) {
+    throw Error("lockstep::synchronize: root " + std::to_string(root) +
+                " is not a rank; ranks are 0.." + std::to_string(n - 1));
+  }
+  bool same = true;
+  for (int r = 0; r < n; ++r) same = same && fingerprints[r] == fingerprints[root];
+  if (same) return;
+  const auto texts = gather_texts(text, lengths);
+  for (int r = 0; r < n; ++r) {
+    if (texts[r] != texts[root]) {
+      throw MismatchError(first_difference(what, r, split(texts[r]), root, split(texts[root])));
+    }
+  }
+}
+
+// ---- moving tensors ----
+
+// The dtypes the collectives carry (lockstep/comm/collectives.h).
+bool travels_as_is(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kInt: case at::kLong: case at::kByte:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Root's values land in every rank's tensors, in one broadcast per dtype. The collectives take
+// contiguous CPU tensors of a few dtypes; other tensors travel as a contiguous CPU copy (as
+// raw bytes when their dtype cannot travel) that is copied back.
+void broadcast_into(const std::vector<at::Tensor>& tensors, int root) {
+  std::vector<at::Tensor> staged, wire;
+  for (const auto& t : tensors) {
+    staged.push_back(t.device().is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous());
+    wire.push_back(travels_as_is(t.scalar_type()) ? staged.back()
+                                                  : staged.back().view(-1).view(at::kByte));
+  }
+  broadcast(wire, root);
+  if (rank() == root) return;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!staged[i].is_same(tensors[i])) tensors[i].copy_(staged[i]);
+  }
+}
+
+// Root broadcasts its options and state tables, every rank shapes its state like root's,
+// then root broadcasts the state tensors (one collective per dtype each time).
+template <typename Kind>
+void synchronize_state(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params,
+                       const std::vector<std::string>& labels, int root) {
+  const bool is_root = rank() == root;
+  const auto options = detail::options_of<Kind>(optimizer);
+  std::vector<at::Tensor> tables{detail::options_table<Kind>(options),
+                                 detail::state_table<Kind>(optimizer, params)};
+  broadcast(tables, root);
+
+  const at::Tensor unlike = (tables[1] == detail::kUnlikeParameter).nonzero();
+  if (unlike.size(0) > 0) {
+    const int64_t param = unlike[0][0].item<int64_t>();
+    const int64_t field = unlike[0][1].item<int64_t>() - 1;
+    throw Error("lockstep::synchronize: rank " + std::to_string(root) + "'s " + Kind::name +
+                " state for " + labels[param] + ": its " +
+                detail::state_field_names<Kind>()[field] +
+                " does not have the parameter's shape and dtype (" + describe(params[param]) +
+                "); fix that state (or the checkpoint it came from) on rank " +
+                std::to_string(root));
+  }
+  if (!is_root) detail::set_options<Kind>(options, tables[0]);
+  broadcast_into(detail::match_state<Kind>(optimizer, params, tables[1], is_root), root);
+}
+
+}  // namespace
+
+void synchronize(torch::nn::Module& module, int root) {
+  torch::NoGradGuard no_grad;
+  std::vector<Entry> entries;
+  std::vector<at::Tensor> tensors;
+  auto add = [&](const std::string& kind, const auto& named) {
+    for (const auto& item : named) {
+      if (!item.value().defined()) continue;
+      entries.push_back({kind + " '" + item.key() + "'", describe(item.value())});
+      tensors.push_back(item.value());
+    }
+  };
+  add("parameter", module.named_parameters(/*recurse=*/true));
+  add("buffer", module.named_buffers(/*recurse=*/true));
+  agree_with_root("module", entries, root);
+  broadcast_into(tensors, root);
+}
+
+void synchronize(torch::optim::Optimizer& optimizer, int root) {
+  torch::NoGradGuard no_grad;
+  const std::string type = c10::demangle(typeid(optimizer).name());
+  std::string kind = "unsupported " + type;
+  detail::visit_kind(optimizer, [&](auto k) { kind = decltype(k)::name; });
+
+  std::vector<Entry> entries{{"the optimizer type", kind}};
+  std::vector<at::Tensor> params;
+  std::vector<std::string> labels;
+  const auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string group = "param group " + std::to_string(g);
+    entries.push_back({group, std::to_string(groups[g].params().size()) + " parameters"});
+    for (size_t i = 0; i < groups[g].params().size(); ++i) {
+      labels.push_back(group + ", parameter " + std::to_string(i));
+      params.push_back(groups[g].params()[i]);
+      entries.push_back({labels.back(), describe(params.back())});
+    }
+  }
+  agree_with_root("optimizer", entries, root);
+
+  const bool supported = detail::visit_kind(optimizer, [&](auto k) {
+    synchronize_state<decltype(k)>(optimizer, params, labels, root);
+  });
+  if (!supported) {
+    throw Error("lockstep::synchronize: cannot synchronize the state of " + type +
+                "; supported optimizers are " + detail::kSupportedKindNames +
+                " (and classes derived from them)");
+  }
+}
+
+}  // namespace lockstep

@@ -43,5 +43,20 @@ TEST(Launched, PerceptronOnTwoWorkersPrintsADecreasingMse) {
   EXPECT_EQ(run.output.find("[rank 1] epoch"), std::string::npos) << "only rank 0 prints";
 }
 
+TEST(Launched, QuickstartOnTwoWorkersLowersTheLoss) {
+  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", QUICKSTART});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::regex line(R"(\[rank 0\] epoch +(\d+)  loss ([0-9.]+))");
+  std::vector<double> losses;
+  std::istringstream lines(run.output);
+  for (std::string text; std::getline(lines, text);) {
+    std::smatch match;
+    if (std::regex_search(text, match, line)) losses.push_back(std::stod(match[2]));
+  }
+  ASSERT_EQ(losses.size(), 10u) << run.output;
+  EXPECT_LT(losses.back(), losses.front()) << run.output;
+  EXPECT_EQ(run.output.find("[rank 1] epoch"), std::string::npos) << "only rank 0 logs";
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -1,1 +1,245 @@
-int main() { return 0; }
+// A worker the DDP tests start as real processes. Each scenario trains with
+// DistributedDataParallel and checks itself against a single-process reference that the
+// worker computes on the concatenated batch; it prints what went wrong and exits non-zero.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "lockstep/lockstep.h"
+
+namespace {
+
+using torch::Tensor;
+
+constexpr int kSteps = 20;
+constexpr int kBatch = 4;  // per rank and micro-batch
+int failures = 0;
+
+// A trunk, an optional branch, a head: the branch gets no gradient when it is skipped.
+struct BranchyImpl : torch::nn::Module {
+  BranchyImpl()
+      : trunk(register_module("trunk", torch::nn::Linear(8, 16))),
+        branch(register_module("branch", torch::nn::Linear(16, 16))),
+        head(register_module("head", torch::nn::Linear(16, 4))) {}
+  Tensor forward(const Tensor& x, bool use_branch) {
+    Tensor h = torch::relu(trunk(x));
+    if (use_branch) h = h + torch::relu(branch(h));
+    return head(h);
+  }
+  torch::nn::Linear trunk, branch, head;
+};
+TORCH_MODULE(Branchy);
+
+struct Case {
+  std::string model;      // mlp, cnn (with BatchNorm) or branchy
+  std::string optimizer;  // sgd or adam
+  int micro_batches;      // 2: the first under no_sync()
+};
+
+std::shared_ptr<torch::nn::Module> make_model(const std::string& kind) {
+  if (kind == "mlp") {
+    return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Linear(16, 16),
+                                 torch::nn::ReLU(), torch::nn::Linear(16, 4)).ptr();
+  }
+  if (kind == "cnn") {
+    // No conv bias before BatchNorm: its true gradient is zero, and Adam would turn the
+    // rounding noise standing in for it into full-size steps.
+    return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).bias(false)),
+                                 torch::nn::BatchNorm2d(4),
+                                 torch::nn::ReLU(), torch::nn::MaxPool2d(2), torch::nn::Flatten(),
+                                 torch::nn::Linear(4 * 5 * 5, 3)).ptr();
+  }
+  return Branchy().ptr();
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& kind, torch::nn::Module& model) {
+  if (kind == "sgd") {
+    return std::make_unique<torch::optim::SGD>(model.parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  }
+  return std::make_unique<torch::optim::Adam>(model.parameters(), torch::optim::AdamOptions(0.01));
+}
+
+// The loss of one chunk of kBatch samples: chunk c of micro-batch m of this step's global batch,
+// which every process generates identically.
+Tensor chunk_loss(const Case& c, torch::nn::Module& model, int step, int micro, int chunk, int world) {
+  torch::manual_seed(10000 + step * 10 + micro);
+  const int64_t rows = static_cast<int64_t>(kBatch) * world;
+  const bool images = c.model == "cnn";
+  Tensor x = images ? torch::randn({rows, 1, 12, 12}) : torch::randn({rows, 8});
+  Tensor y = images ? torch::randint(0, 3, {rows}) : torch::randn({rows, 4});
+  x = x.narrow(0, chunk * kBatch, kBatch);
+  y = y.narrow(0, chunk * kBatch, kBatch);
+  if (c.model == "branchy") {
+    auto& branchy = dynamic_cast<BranchyImpl&>(model);
+    return torch::mse_loss(branchy.forward(x, (step + chunk) % 3 != 0), y);
+  }
+  auto& sequential = dynamic_cast<torch::nn::SequentialImpl&>(model);
+  Tensor out = sequential.forward(x);
+  return images ? torch::cross_entropy_loss(out, y) : torch::mse_loss(out, y);
+}
+
+Tensor flat_parameters(torch::nn::Module& model) {
+  std::vector<Tensor> parts;
+  for (const auto& p : model.parameters()) parts.push_back(p.detach().flatten());
+  return torch::cat(parts);
+}
+
+void expect_identical_across_ranks(torch::nn::Module& model, const std::string& what) {
+  const auto all = lockstep::all_gather(flat_parameters(model));
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (!torch::equal(all[r], all[0])) {
+      ++failures;
+      std::cerr << what << ": rank " << r << "'s parameters differ from rank 0's\n";
+      return;
+    }
+  }
+}
+
+// One process on the concatenated batch: every rank's chunk, gradients averaged.
+Tensor reference(const Case& c, int world) {
+  torch::manual_seed(100);  // rank 0's initialisation, which DDP gives everyone
+  auto model = make_model(c.model);
+  auto optimizer = make_optimizer(c.optimizer, *model);
+  for (int step = 0; step < kSteps; ++step) {
+    optimizer->zero_grad();
+    for (int micro = 0; micro < c.micro_batches; ++micro) {
+      for (int chunk = 0; chunk < world; ++chunk) {
+        (chunk_loss(c, *model, step, micro, chunk, world) / (world * c.micro_batches)).backward();
+      }
+    }
+    optimizer->step();
+  }
+  return flat_parameters(*model);
+}
+
+Tensor train(const Case& c, lockstep::DDPOptions options) {
+  const int rank = lockstep::rank(), world = lockstep::world_size();
+  torch::manual_seed(100 + rank);  // different on purpose: DDP must start everyone from rank 0
+  auto model = make_model(c.model);
+  lockstep::DistributedDataParallel ddp(model, options.find_unused_parameters(c.model == "branchy"));
+  auto optimizer = make_optimizer(c.optimizer, *model);
+  const std::string what = c.model + "/" + c.optimizer + "/" + std::to_string(c.micro_batches);
+  for (int step = 0; step < kSteps; ++step) {
+    optimizer->zero_grad();
+    if (c.micro_batches == 2) {
+      auto accumulate_only = ddp.no_sync();
+      (chunk_loss(c, *model, step, 0, rank, world) / 2).backward();
+    }
+    (chunk_loss(c, *model, step, c.micro_batches - 1, rank, world) / c.micro_batches).backward();
+    optimizer->step();
+    expect_identical_across_ranks(*model, what + " step " + std::to_string(step));
+  }
+  return flat_parameters(*model);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
+  const double error = ((got - want).abs() - rtol * want.abs()).max().item<double>();
+  if (error <= atol) return;
+  ++failures;
+  std::cerr << "rank " << lockstep::rank() << ": " << what << " differs from one process on the whole batch by "
+            << (got - want).abs().max().item<double>() << "\n";
+}
+
+void equivalence() {
+  for (const std::string model : {"mlp", "cnn", "branchy"}) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      for (int micro : {1, 2}) {
+        const Case c{model, optimizer, micro};
+        expect_close(train(c, lockstep::DDPOptions()), reference(c, lockstep::world_size()), 1e-5, 1e-6,
+                     model + "/" + optimizer + "/" + std::to_string(micro) + " micro-batches");
+      }
+    }
+  }
+}
+
+// Compressed buckets: the same training within the tolerance the docs state.
+void compression() {
+  const Case c{"mlp", "sgd", 1};
+  const Tensor want = reference(c, lockstep::world_size());
+  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::fp16_compress_hook())), want, 1e-2, 1e-3, "fp16 hook");
+  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::bf16_compress_hook())), want, 5e-2, 5e-3, "bf16 hook");
+}
+
+// Buckets launch while backward still runs: the first parameter's gradient, computed last,
+// comes after all but the last bucket has been handed to the communicator.
+void overlap() {
+  using Clock = std::chrono::steady_clock;
+  torch::nn::Sequential model;
+  for (int i = 0; i < 6; ++i) {
+    model->push_back(torch::nn::Linear(256, 256));
+    model->push_back(torch::nn::Tanh());
+  }
+  std::vector<Clock::time_point> launches;
+  const auto recording = [&launches](lockstep::GradBucket& bucket) {
+    launches.push_back(Clock::now());
+    return lockstep::allreduce_hook()(bucket);
+  };
+  lockstep::DistributedDataParallel ddp(
+      model, lockstep::DDPOptions().first_bucket_cap_mb(0.25).bucket_cap_mb(0.25).comm_hook(recording));
+  Clock::time_point last_gradient;
+  const Tensor first_weight = model->parameters().front();
+  first_weight.register_hook([&](const Tensor&) { last_gradient = Clock::now(); });
+  for (int step = 0; step < 3; ++step) {
+    launches.clear();
+    model->forward(torch::randn({32, 256})).pow(2).mean().backward();
+  }
+  size_t early = 0;
+  for (const auto& t : launches) early += t < last_gradient;
+  std::cout << "rank " << lockstep::rank() << ": " << ddp.buckets().size() << " buckets, " << early
+            << " launched before the last gradient was computed" << std::endl;
+  if (ddp.buckets().size() < 4 || early + 1 < launches.size()) ++failures;
+}
+
+int different_models() {
+  torch::nn::Sequential model(torch::nn::Linear(8, lockstep::rank() == 1 ? 32 : 16), torch::nn::Linear(16, 4));
+  try {
+    lockstep::DistributedDataParallel ddp(model);
+  } catch (const lockstep::MismatchError& e) {
+    std::cout << "rank " << lockstep::rank() << " MismatchError: " << e.what() << std::endl;
+    return 0;
+  }
+  std::cout << "rank " << lockstep::rank() << " no error" << std::endl;
+  return 1;
+}
+
+int unused_without_flag() {
+  Branchy model;
+  lockstep::DistributedDataParallel ddp(model);
+  try {
+    torch::mse_loss(model->forward(torch::randn({2, 8}), /*use_branch=*/false), torch::zeros({2, 4})).backward();
+  } catch (const lockstep::Error& e) {
+    std::cout << "rank " << lockstep::rank() << " Error: " << e.what() << std::endl;
+    return 0;
+  }
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  at::set_num_threads(1);
+  lockstep::init();
+  int code = 0;
+  if (scenario == "equivalence") {
+    equivalence();
+  } else if (scenario == "compression") {
+    compression();
+  } else if (scenario == "overlap") {
+    overlap();
+  } else if (scenario == "different-models") {
+    code = different_models();
+  } else if (scenario == "unused-without-flag") {
+    code = unused_without_flag();
+  } else {
+    std::cerr << "unknown scenario '" << scenario << "'\n";
+    code = 2;
+  }
+  if (failures > 0) code = 1;
+  if (code == 0) std::cout << "rank " << lockstep::rank() << ": " << scenario << " ok" << std::endl;
+  lockstep::shutdown();
+  return code;
+}

@@ -1,0 +1,94 @@
+// synchronize(module), synchronize(optimizer) and DistributedOptimizer, as real processes over
+// the TCP store (the worker compares ranks bit for bit; see sync_worker.cpp).
+#include <gtest/gtest.h>
+
+#include "support/world.h"
+
+namespace lockstep::testing {
+namespace {
+
+using std::chrono::steady_clock;
+
+const Env kShortTimeout{{"LOCKSTEP_TIMEOUT", "20"}};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::vector<Finished> run_worker(int n, std::vector<std::string> args) {
+  args.insert(args.begin(), SYNC_WORKER);
+  return run_processes(n, args, tcp_world(n, kShortTimeout), std::chrono::seconds(60));
+}
+
+void expect_all_correct(const std::vector<Finished>& ranks) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "rank " + std::to_string(r) + " of ")) << ranks[r].output;
+  }
+}
+
+TEST(SynchronizeModule, EveryRankGetsRootsParametersAndBuffers) {
+  expect_all_correct(run_worker(2, {"module", "0"}));
+}
+
+TEST(SynchronizeModule, FromANonZeroRootOnThreeRanks) {
+  expect_all_correct(run_worker(3, {"module", "1"}));
+}
+
+TEST(SynchronizeModule, AWorldOfOneIsLeftAsItIs) {
+  const auto run = run_process({SYNC_WORKER, "module", "0"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+}
+
+TEST(SynchronizeModule, DifferentModelsRaiseOnEveryRankNamingTheParameter) {
+  const auto start = steady_clock::now();
+  const auto ranks = run_worker(3, {"mismatched-modules"});
+  EXPECT_LT(std::chrono::duration<double>(steady_clock::now() - start).count(), 15);
+  expect_all_correct(ranks);
+  for (const auto& f : ranks) {
+    EXPECT_TRUE(contains(f.output, "MismatchError: lockstep::synchronize: rank 1's module differs "
+                                   "from rank 0's at parameter 'fc2.weight': [5, 8] float32 on "
+                                   "rank 1 vs [4, 8] float32 on rank 0"))
+        << f.output;
+  }
+}
+
+TEST(SynchronizeModule, DifferentRootsRaiseOnEveryRank) {
+  const auto ranks = run_worker(2, {"mismatched-roots"});
+  expect_all_correct(ranks);
+  for (const auto& f : ranks) {
+    EXPECT_TRUE(contains(f.output, "ranks passed different roots: rank 1 passed root 1 but rank 0 "
+                                   "passed root 0"))
+        << f.output;
+    EXPECT_TRUE(contains(f.output, "root 7 is not a rank; ranks are 0..1")) << f.output;
+  }
+}
+
+TEST(SynchronizeOptimizer, RootsStateReachesFreshAndDivergedRanksForEveryKind) {
+  expect_all_correct(run_worker(3, {"optimizers"}));
+}
+
+TEST(SynchronizeOptimizer, DifferentParametersUnsupportedKindsAndMisshapenStateRaiseOnEveryRank) {
+  const auto ranks = run_worker(2, {"refused-optimizers"});
+  expect_all_correct(ranks);
+  for (const auto& f : ranks) {
+    EXPECT_TRUE(contains(f.output, "rank 1's optimizer differs from rank 0's at param group 0, "
+                                   "parameter 4: [5, 8] float32 on rank 1 vs [4, 8] float32 on "
+                                   "rank 0"))
+        << f.output;
+    EXPECT_TRUE(contains(f.output, "cannot synchronize the state of torch::optim::LBFGS; supported "
+                                   "optimizers are SGD, Adam, AdamW, RMSprop and Adagrad"))
+        << f.output;
+    EXPECT_TRUE(contains(f.output, "rank 0's Adam state for param group 0, parameter 0: its "
+                                   "exp_avg does not have the parameter's shape and dtype "
+                                   "([8, 6] float32)"))
+        << f.output;
+  }
+}
+
+TEST(DistributedOptimizer, StepsLikeOneProcessOnAllRanksBatches) {
+  expect_all_correct(run_worker(3, {"distributed-optimizer"}));
+}
+
+}  // namespace
+}  // namespace lockstep::testing

@@ -1,0 +1,161 @@
+// Training throughput of a small CNN on Fashion-MNIST-sized input (1x28x28, batch 64 per
+// worker, one intra-op thread per worker, SGD with momentum):
+//
+//   bench/ddp_cnn
+//
+// runs, side by side and several times over, a plain libtorch loop, lockstep's
+// DistributedDataParallel on 1 and 2 workers, and PyTorch's own DistributedDataParallel
+// (Debian's python3-torch, gloo) on 1 and 2 workers, and prints median samples per second,
+// lockstep's scaling efficiency, its speed against PyTorch, and its overhead on 1 worker.
+// It also times the perceptron example per step on 1 and 2 workers.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "lockstep/lockstep.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kBatch = 64, kWarmup = 5, kWindows = 7, kStepsPerWindow = 5, kRepeats = 3;
+
+torch::nn::Sequential make_cnn() {
+  return torch::nn::Sequential(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
+      torch::nn::Flatten(), torch::nn::Linear(3136, 128), torch::nn::ReLU(), torch::nn::Linear(128, 10));
+}
+
+double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// One worker's training loop; returns the median samples per second of all workers together.
+double train(bool distributed) {
+  torch::manual_seed(0);
+  auto model = make_cnn();
+  std::unique_ptr<lockstep::DistributedDataParallel> ddp;
+  if (distributed) ddp = std::make_unique<lockstep::DistributedDataParallel>(model);
+  const int world = distributed ? lockstep::world_size() : 1;
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const auto x = torch::randn({kBatch, 1, 28, 28});
+  const auto y = torch::randint(0, 10, {kBatch});
+  auto step = [&] {
+    optimizer.zero_grad();
+    torch::cross_entropy_loss(model->forward(x), y).backward();
+    optimizer.step();
+  };
+  for (int i = 0; i < kWarmup; ++i) step();
+  std::vector<double> rates;
+  for (int w = 0; w < kWindows; ++w) {
+    if (distributed) lockstep::barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < kStepsPerWindow; ++i) step();
+    rates.push_back(kBatch * world * kStepsPerWindow / std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return median(rates);
+}
+
+// Runs `argv` as `n` ranks of one world (torchrun-style variables) and returns rank 0's output.
+std::string run_world(int n, const std::vector<std::string>& argv) {
+  const std::string out = fs::temp_directory_path() / ("lockstep-bench-" + std::to_string(getpid()));
+  const std::string port = std::to_string(29000 + getpid() % 1000);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      setenv("OMP_NUM_THREADS", "1", 1);
+      if (r == 0 && !freopen(out.c_str(), "w", stdout)) _exit(126);
+      if (r != 0 && !freopen("/dev/null", "w", stdout)) _exit(126);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  FILE* f = std::fopen(out.c_str(), "r");
+  char text[256] = {};
+  if (f && std::fgets(text, sizeof(text), f) == nullptr) text[0] = 0;
+  if (f) std::fclose(f);
+  fs::remove(out);
+  return text;
+}
+
+double timed_seconds(const std::function<void()>& fn) {
+  const auto start = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  at::set_num_threads(1);
+  const std::string role = argc > 1 ? argv[1] : "";
+  if (role == "plain") return std::printf("%.1f\n", train(false)) < 0;
+  if (role == "lockstep") {
+    lockstep::init();
+    const double rate = train(true);
+    if (lockstep::rank() == 0) std::printf("%.1f\n", rate);
+    lockstep::shutdown();
+    return 0;
+  }
+
+  const std::string self = fs::canonical("/proc/self/exe");
+  const std::string script = (fs::path(LOCKSTEP_SOURCE_DIR) / "bench" / "ddp_cnn.py").string();
+  const std::string perceptron = (fs::path(self).parent_path().parent_path() / "examples" / "perceptron").string();
+  std::map<std::string, std::vector<double>> rates;
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    rates["plain libtorch, 1 worker"].push_back(std::atof(run_world(1, {self, "plain"}).c_str()));
+    rates["lockstep DDP, 1 worker"].push_back(std::atof(run_world(1, {self, "lockstep"}).c_str()));
+    rates["lockstep DDP, 2 workers"].push_back(std::atof(run_world(2, {self, "lockstep"}).c_str()));
+    rates["PyTorch DDP, 1 worker"].push_back(std::atof(run_world(1, {"/usr/bin/python3", script}).c_str()));
+    rates["PyTorch DDP, 2 workers"].push_back(std::atof(run_world(2, {"/usr/bin/python3", script}).c_str()));
+  }
+  std::map<std::string, double> m;
+  std::printf("| configuration | samples/s (median of %d runs) |\n|---|---:|\n", kRepeats);
+  for (auto& [name, values] : rates) {
+    m[name] = median(values);
+    std::printf("| %s | %.1f |\n", name.c_str(), m[name]);
+  }
+  std::printf("\nlockstep scaling efficiency at 2 workers: %.1f%%\n",
+              100 * m["lockstep DDP, 2 workers"] / (2 * m["lockstep DDP, 1 worker"]));
+  std::printf("lockstep / PyTorch DDP at 2 workers: %.2fx\n", m["lockstep DDP, 2 workers"] / m["PyTorch DDP, 2 workers"]);
+  std::printf("lockstep DDP overhead at 1 worker over plain libtorch: %+.1f%%\n",
+              100 * (m["plain libtorch, 1 worker"] / m["lockstep DDP, 1 worker"] - 1));
+
+  // Per step: the difference between 2 epochs and 1, so start-up does not count.
+  auto seconds_per_step = [&](int workers) {
+    auto epochs = [&](int n) {
+      return timed_seconds([&] { run_world(workers, {perceptron, "--epochs", std::to_string(n)}); });
+    };
+    return (epochs(2) - epochs(1)) / (10000 / workers);
+  };
+  const double one = seconds_per_step(1), two = seconds_per_step(2);
+  std::printf("\nperceptron example, time per step (one sample per worker): 1 worker %.0f µs, 2 workers %.0f µs\n",
+              one * 1e6, two * 1e6);
+  return 0;
+}

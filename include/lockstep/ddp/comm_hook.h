@@ -1,0 +1,31 @@
+#pragma once
+
+#include <functional>
+
+#include <ATen/core/Tensor.h>
+
+namespace lockstep {
+
+/// One bucket of gradients, packed into a flat buffer, ready to be summed across ranks. The
+/// gradients in it are already scaled (by 1 / world size for Avg), so a sum is all it needs.
+struct GradBucket {
+  int index;          // buckets are launched in index order on every rank
+  at::Tensor buffer;  // flat, one dtype; the hook may reduce it in place
+};
+
+/// A future of the reduced bucket: waits for the reduction and returns the summed contents
+/// (the bucket's buffer itself or a tensor of the same size and dtype).
+using ReducedBucket = std::function<at::Tensor()>;
+
+/// How DistributedDataParallel reduces a bucket: starts the reduction (without waiting for
+/// it, so that it overlaps the rest of backward) and returns its future.
+using CommHook = std::function<ReducedBucket(GradBucket& bucket)>;
+
+/// Sums the bucket across ranks: the default.
+CommHook allreduce_hook();
+/// Halves the bytes on the wire: sums a float16 copy, then scales it back into the bucket.
+CommHook fp16_compress_hook();
+/// Like fp16_compress_hook with bfloat16: the range of float32, less precision.
+CommHook bf16_compress_hook();
+
+}  // namespace lockstep

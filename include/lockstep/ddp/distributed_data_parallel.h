@@ -1,0 +1,86 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "lockstep/comm/types.h"
+#include "lockstep/ddp/comm_hook.h"
+
+namespace lockstep {
+
+/// How DistributedDataParallel buckets, scales and reduces gradients. Defaults are PyTorch's.
+struct DDPOptions {
+  /// Gradients travel in buckets of about this many megabytes...
+  TORCH_ARG(double, bucket_cap_mb) = 25;
+  /// ...except the first, kept small so that communication starts early in backward.
+  TORCH_ARG(double, first_bucket_cap_mb) = 1;
+  /// Avg: the gradient of the mean over all ranks' samples; Sum: their sum.
+  TORCH_ARG(ReduceOp, reduce_op) = ReduceOp::Avg;
+  /// When set, summed gradients are multiplied by this instead (flashlight's 1 / world size).
+  TORCH_ARG(std::optional<double>, gradient_scale);
+  /// Allow parameters that get no gradient in some iterations (unused branches); costs one
+  /// small extra collective per iteration.
+  TORCH_ARG(bool, find_unused_parameters) = false;
+  /// Copy buffers (e.g. BatchNorm running statistics) from the root to every rank at the end
+  /// of each backward, so that all ranks evaluate and save the same model.
+  TORCH_ARG(bool, broadcast_buffers) = true;
+  /// The rank whose parameters and buffers everyone starts from.
+  TORCH_ARG(int, root) = 0;
+  /// How buckets are reduced; allreduce_hook() unless set.
+  TORCH_ARG(CommHook, comm_hook);
+};
+
+class GradientReducer;
+
+/// Data-parallel training of any torch::nn::Module: broadcasts the module from the root at
+/// construction (after checking every rank has the same parameters), then averages
+/// gradients across ranks during backward, bucket by bucket as they are ready, so that
+/// communication overlaps the rest of backward. When loss.backward() returns, every
+/// parameter's grad() holds the reduced gradient.
+class DistributedDataParallel {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                                   DDPOptions options = DDPOptions());
+  template <typename M>
+  explicit DistributedDataParallel(const torch::nn::ModuleHolder<M>& module,
+                                   DDPOptions options = DDPOptions())
+      : DistributedDataParallel(std::static_pointer_cast<torch::nn::Module>(module.ptr()),
+                                std::move(options)) {}
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  torch::nn::Module& module() { return *module_; }
+
+  /// While the returned guard lives, backward passes only accumulate gradients locally
+  /// (gradient accumulation); the first backward after it reduces everything accumulated.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  /// Copies the root's buffers to every rank now (done after each backward by default).
+  void broadcast_buffers();
+
+  /// Number of buckets and, per bucket, its parameters' indices in module().parameters().
+  std::vector<std::vector<size_t>> buckets() const;
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  DDPOptions options_;
+  std::unique_ptr<GradientReducer> reducer_;
+};
+
+}  // namespace lockstep

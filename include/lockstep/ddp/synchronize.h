@@ -1,0 +1,41 @@
+#pragma once
+
+#include <memory>
+#include <type_traits>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/optim/optimizer.h>
+
+// Making every rank start from root's copy: after random initialization, after loading a
+// checkpoint on one rank. Every rank must call these together, with the same root.
+namespace lockstep {
+
+/// Copies root's parameters and buffers (recursively, in registration order) into every
+/// rank's module, in one collective per dtype. Broadcasts, never averages: averaging random
+/// initializations would shrink their variance. Throws MismatchError on every rank, naming
+/// the first differing parameter or buffer, when ranks' modules differ in names, shapes or
+/// dtypes.
+void synchronize(torch::nn::Module& module, int root = 0);
+
+/// The same for a module held by a torch::nn::ModuleHolder (torch::nn::Linear, ...) or a
+/// shared_ptr, so that synchronize(model) works as well as synchronize(*model).
+template <typename M>
+void synchronize(const torch::nn::ModuleHolder<M>& module, int root = 0) {
+  synchronize(*module.ptr(), root);
+}
+template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+void synchronize(const std::shared_ptr<M>& module, int root = 0) {
+  synchronize(*module, root);
+}
+
+/// Copies root's optimizer state into every rank's optimizer: the per-parameter state
+/// (step counts, momentum and moment buffers) and every param group's options (lr, betas,
+/// ...). Ranks create the state that root has and they lack, and drop the state that root
+/// lacks, so that every rank's next step is root's. Parameters themselves are not touched:
+/// pair it with synchronize(module). Supports torch::optim::SGD, Adam, AdamW, RMSprop and
+/// Adagrad (and classes derived from them, such as DistributedOptimizer); throws Error for
+/// other optimizers and MismatchError when ranks' param groups differ.
+void synchronize(torch::optim::Optimizer& optimizer, int root = 0);
+
+}  // namespace lockstep

@@ -1,0 +1,180 @@
+#include "ddp/gradient_reducer.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <ATen/ATen.h>
+// The autograd engine's end-of-backward callback: the one hook libtorch's public API lacks,
+// and what lets backward() return with every gradient reduced, no finish call to forget.
+#include <torch/csrc/autograd/engine.h>
+
+#include "ddp/bucket_assigner.h"
+#include "lockstep/comm/collectives.h"
+#include "lockstep/comm/error.h"
+
+namespace lockstep {
+
+GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector<std::string> names,
+                                 Options options)
+    : parameters_(std::move(parameters)), names_(std::move(names)), options_(std::move(options)) {
+  for (size_t i = parameters_.size(); i-- > 0;) {
+    if (parameters_[i].requires_grad()) trained_.push_back(i);  // reverse registration order
+  }
+  location_.resize(parameters_.size());
+  ready_.assign(parameters_.size(), 0);
+  build_buckets(trained_);
+  for (size_t i : trained_) {
+    hook_handles_.push_back(parameters_[i].register_hook([this, i](const at::Tensor& grad) {
+      on_gradient(i, grad);
+    }));
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  for (size_t k = 0; k < trained_.size(); ++k) parameters_[trained_[k]].remove_hook(hook_handles_[k]);
+}
+
+std::vector<std::vector<size_t>> GradientReducer::buckets() const {
+  std::vector<std::vector<size_t>> members;
+  for (const auto& bucket : buckets_) members.push_back(bucket.members);
+  return members;
+}
+
+void GradientReducer::build_buckets(const std::vector<size_t>& order) {
+  std::vector<ParameterSize> sizes;
+  for (size_t i : order) {
+    sizes.push_back({i, static_cast<int64_t>(parameters_[i].nbytes()), parameters_[i].scalar_type()});
+  }
+  buckets_.clear();
+  for (auto& members : assign_buckets(sizes, options_.first_bucket_bytes, options_.bucket_bytes)) {
+    Bucket bucket;
+    int64_t numel = 0;
+    for (size_t i : members) numel += parameters_[i].numel();
+    bucket.buffer = at::empty({numel}, parameters_[members.front()].options().requires_grad(false));
+    int64_t offset = 0;
+    for (size_t slot = 0; slot < members.size(); ++slot) {
+      const at::Tensor& p = parameters_[members[slot]];
+      bucket.views.push_back(bucket.buffer.narrow(0, offset, p.numel()).view(p.sizes()));
+      location_[members[slot]] = {buckets_.size(), slot};
+      offset += p.numel();
+    }
+    bucket.members = std::move(members);
+    buckets_.push_back(std::move(bucket));
+  }
+}
+
+void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
+  if (accumulating_) return;  // no_sync(): autograd accumulates into grad() as usual
+  if (!in_backward_) begin_backward();
+  if (ready_[index]) {
+    throw Error("lockstep::DistributedDataParallel: parameter '" + names_[index] +
+                "' received two gradients in one backward pass; reentrant backward is not supported");
+  }
+  auto [b, slot] = location_[index];
+  Bucket& bucket = buckets_[b];
+  at::Tensor& view = bucket.views[slot];
+  // The hook sees the gradient before autograd adds it to grad(); the bucket gets the sum,
+  // which is what grad() will hold (more than this pass's gradient after no_sync()).
+  const at::Tensor& so_far = parameters_[index].grad();
+  if (so_far.defined()) {
+    at::add_out(view, so_far, grad);
+  } else {
+    view.copy_(grad);
+  }
+  if (options_.scale != 1.0) view.mul_(options_.scale);
+  ready_[index] = 1;
+  if (!rebuilt_) arrival_order_.push_back(index);
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void GradientReducer::begin_backward() {
+  in_backward_ = true;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (auto& bucket : buckets_) {
+    bucket.pending = bucket.members.size();
+    bucket.reduced = nullptr;
+  }
+  next_to_launch_ = 0;
+  arrival_order_.clear();
+  torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+}
+
+void GradientReducer::launch_ready_buckets() {
+  // Strictly in bucket order: every rank must issue the same collectives in the same order.
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
+    Bucket& bucket = buckets_[next_to_launch_];
+    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer};
+    bucket.reduced = options_.comm_hook(view);
+    ++next_to_launch_;
+  }
+}
+
+void GradientReducer::fill_missing_gradients() {
+  std::ostringstream missing;
+  size_t count = 0;
+  for (size_t i : trained_) {
+    if (ready_[i]) continue;
+    if (count++ < 3) missing << (count > 1 ? "', '" : "'") << names_[i];
+    if (!options_.find_unused_parameters) continue;
+    // Unused here: it adds nothing to the sum, but its bucket must still travel.
+    auto [b, slot] = location_[i];
+    buckets_[b].views[slot].zero_();
+    --buckets_[b].pending;
+  }
+  if (count > 0 && !options_.find_unused_parameters) {
+    throw Error("lockstep::DistributedDataParallel: " + std::to_string(count) +
+                " parameter(s) got no gradient in this backward pass (" + missing.str() +
+                "'); construct with DDPOptions().find_unused_parameters(true) if parts of the "
+                "model are not used in every iteration");
+  }
+}
+
+void GradientReducer::finish_backward() {
+  struct EndOfBackward {
+    bool& flag;
+    ~EndOfBackward() { flag = false; }
+  } end_of_backward{in_backward_};
+  at::Tensor used;
+  if (options_.find_unused_parameters) {
+    used = at::tensor(std::vector<int>(ready_.begin(), ready_.end()), at::kInt);
+  }
+  fill_missing_gradients();
+  launch_ready_buckets();
+  if (used.defined()) {
+    // Which parameters some rank used: those no rank used keep their grad() untouched,
+    // exactly as in a single process. After every bucket, so all ranks queue it alike.
+    all_reduce_async(used, ReduceOp::Max).wait();
+  }
+  for (auto& bucket : buckets_) {
+    const at::Tensor reduced = bucket.reduced();
+    if (!reduced.is_same(bucket.buffer)) bucket.buffer.copy_(reduced);
+    for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
+      const size_t i = bucket.members[slot];
+      if (used.defined() && used.data_ptr<int>()[i] == 0) continue;
+      at::Tensor& grad = parameters_[i].mutable_grad();
+      if (grad.defined()) {
+        grad.copy_(bucket.views[slot]);
+      } else {
+        grad = bucket.views[slot].clone();
+      }
+    }
+  }
+  if (!rebuilt_) rebuild_buckets_in_arrival_order();
+  if (options_.after_backward) options_.after_backward();
+}
+
+void GradientReducer::rebuild_buckets_in_arrival_order() {
+  // Buckets in the order gradients really arrive fill, and so launch, earlier. Ranks must
+  // agree on them, so the root's observed order is everyone's.
+  std::vector<int64_t> order(arrival_order_.begin(), arrival_order_.end());
+  for (size_t i : trained_) {
+    if (std::find(order.begin(), order.end(), static_cast<int64_t>(i)) == order.end()) order.push_back(i);
+  }
+  at::Tensor shared = at::tensor(order, at::kLong);
+  broadcast(shared, options_.root);
+  const int64_t* root_order = shared.data_ptr<int64_t>();
+  build_buckets(std::vector<size_t>(root_order, root_order + shared.numel()));
+  rebuilt_ = true;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "lockstep/ddp/comm_hook.h"
+
+namespace lockstep {
+
+/// The engine of DistributedDataParallel: hooks on every parameter copy its gradient,
+/// scaled, into a bucket; a bucket whose gradients are all in is handed to the comm hook at
+/// once (in bucket order, the same on every rank), so that its reduction overlaps the rest
+/// of backward; at the end of backward the reduced buckets are written back into grad().
+class GradientReducer {
+ public:
+  struct Options {
+    int64_t first_bucket_bytes;
+    int64_t bucket_bytes;
+    double scale;  // applied to each gradient as it enters its bucket
+    bool find_unused_parameters;
+    int root;  // whose observed gradient order the buckets are rebuilt in
+    CommHook comm_hook;
+    std::function<void()> after_backward;  // e.g. broadcasting buffers
+  };
+
+  /// `names[i]` names `parameters[i]` in errors; parameters that need no gradient are skipped.
+  GradientReducer(std::vector<at::Tensor> parameters, std::vector<std::string> names, Options options);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  /// While set, backward passes only accumulate gradients locally.
+  void set_accumulating(bool accumulating) { accumulating_ = accumulating; }
+
+  /// Per bucket, its parameters' indices, in launch order.
+  std::vector<std::vector<size_t>> buckets() const;
+
+ private:
+  struct Bucket {
+    at::Tensor buffer;
+    std::vector<size_t> members;    // parameter indices
+    std::vector<at::Tensor> views;  // into buffer, shaped like each member
+    size_t pending = 0;             // gradients still to come in this backward
+    ReducedBucket reduced;          // set once launched
+  };
+
+  void build_buckets(const std::vector<size_t>& order);
+  void on_gradient(size_t index, const at::Tensor& grad);
+  void begin_backward();
+  void finish_backward();
+  void fill_missing_gradients();
+  void launch_ready_buckets();
+  void rebuild_buckets_in_arrival_order();
+
+  std::vector<at::Tensor> parameters_;
+  std::vector<std::string> names_;
+  Options options_;
+  std::vector<size_t> trained_;  // indices of parameters that need gradients
+  std::vector<unsigned> hook_handles_;
+
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<size_t, size_t>> location_;  // parameter -> (bucket, slot)
+  std::vector<char> ready_;                           // per parameter, in this backward
+  std::vector<size_t> arrival_order_;
+  size_t next_to_launch_ = 0;
+  bool in_backward_ = false;
+  bool accumulating_ = false;
+  bool rebuilt_ = false;
+};
+
+}  // namespace lockstep
