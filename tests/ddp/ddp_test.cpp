@@ -21,9 +21,11 @@ void expect_every_rank_ok(int n, const std::string& scenario, Env extra = {}) {
 // MLP, CNN with BatchNorm and a model with a branch some ranks skip in some steps; SGD with
 // momentum and Adam; with and without no_sync() accumulation over 2 micro-batches: 20 steps
 // match one process on the concatenated batch within 1e-5 relative, and after every step
-// all ranks' parameters are bitwise identical.
+// all ranks' parameters and BatchNorm statistics are bitwise identical.
 TEST(DistributedDataParallel, MatchesOneProcessOnTwoRanks) { expect_every_rank_ok(2, "equivalence"); }
 TEST(DistributedDataParallel, MatchesOneProcessOnThreeRanks) { expect_every_rank_ok(3, "equivalence"); }
+
+TEST(DistributedDataParallel, GradientsAveragedSummedOrScaled) { expect_every_rank_ok(3, "scaling"); }
 
 TEST(DistributedDataParallel, CompressedBucketsTrainWithinTolerance) { expect_every_rank_ok(2, "compression"); }
 

@@ -87,12 +87,21 @@ Tensor flat_parameters(torch::nn::Module& model) {
   return torch::cat(parts);
 }
 
+// Parameters and floating-point buffers (BatchNorm's running statistics) in one vector.
+Tensor flat_state(torch::nn::Module& model) {
+  std::vector<Tensor> parts{flat_parameters(model)};
+  for (const auto& b : model.buffers()) {
+    if (b.is_floating_point()) parts.push_back(b.flatten());
+  }
+  return torch::cat(parts);
+}
+
 void expect_identical_across_ranks(torch::nn::Module& model, const std::string& what) {
-  const auto all = lockstep::all_gather(flat_parameters(model));
+  const auto all = lockstep::all_gather(flat_state(model));
   for (size_t r = 1; r < all.size(); ++r) {
     if (!torch::equal(all[r], all[0])) {
       ++failures;
-      std::cerr << what << ": rank " << r << "'s parameters differ from rank 0's\n";
+      std::cerr << what << ": rank " << r << "'s parameters or buffers differ from rank 0's\n";
       return;
     }
   }
@@ -163,6 +172,32 @@ void compression() {
   expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::bf16_compress_hook())), want, 5e-2, 5e-3, "bf16 hook");
 }
 
+// Avg (the default), Sum and an explicit factor: one backward against the reference's gradient.
+void scaling() {
+  const int world = lockstep::world_size();
+  const Case c{"mlp", "sgd", 1};
+  torch::manual_seed(100);
+  auto reference_model = make_model("mlp");
+  for (int chunk = 0; chunk < world; ++chunk) (chunk_loss(c, *reference_model, 0, 0, chunk, world) / world).backward();
+  std::vector<Tensor> want;
+  for (const auto& p : reference_model->parameters()) want.push_back(p.grad().flatten());
+  const Tensor mean_gradient = torch::cat(want);
+
+  const std::vector<std::pair<lockstep::DDPOptions, double>> cases = {
+      {lockstep::DDPOptions(), 1.0},
+      {lockstep::DDPOptions().reduce_op(lockstep::ReduceOp::Sum), world},
+      {lockstep::DDPOptions().gradient_scale(0.25), 0.25 * world}};
+  for (const auto& [options, factor] : cases) {
+    torch::manual_seed(100);
+    auto model = make_model("mlp");
+    lockstep::DistributedDataParallel ddp(model, options);
+    chunk_loss(c, *model, 0, 0, lockstep::rank(), world).backward();
+    std::vector<Tensor> got;
+    for (const auto& p : model->parameters()) got.push_back(p.grad().flatten());
+    expect_close(torch::cat(got), mean_gradient * factor, 1e-5, 1e-7, "gradient scaled by " + std::to_string(factor));
+  }
+}
+
 // Buckets launch while backward still runs: the first parameter's gradient, computed last,
 // comes after all but the last bucket has been handed to the communicator.
 void overlap() {
@@ -226,6 +261,8 @@ int main(int argc, char** argv) {
   int code = 0;
   if (scenario == "equivalence") {
     equivalence();
+  } else if (scenario == "scaling") {
+    scaling();
   } else if (scenario == "compression") {
     compression();
   } else if (scenario == "overlap") {
