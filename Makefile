@@ -19,7 +19,9 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: build
+	./scripts/install-deps.sh --bench
 	$(BUILD)/bench/allreduce
+	$(BUILD)/bench/ddp_cnn
 
 clean:
 	rm -rf $(BUILD)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lockstep builds and tests with; skips what is present.
+# With --bench, also what the benchmarks compare against (PyTorch's Python DDP).
 set -euo pipefail
 
 packages=(
@@ -7,6 +8,7 @@ packages=(
   libtorch-dev libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev googletest libcli11-dev
 )
+[ "${1:-}" = "--bench" ] && packages+=(python3-torch)
 
 missing=()
 for p in "${packages[@]}"; do
