@@ -4,6 +4,16 @@
 
 namespace lockstep {
 
+bool is_supported_dtype(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kInt: case at::kLong: case at::kByte:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void all_reduce(at::Tensor& tensor, ReduceOp op) {
   default_group().all_reduce({tensor}, op, /*blocking=*/true);
 }

@@ -9,20 +9,11 @@
 #include <ATen/ATen.h>
 
 #include "comm/work_state.h"
+#include "lockstep/comm/collectives.h"
 #include "lockstep/comm/error.h"
 
 namespace lockstep {
 namespace {
-
-bool is_supported(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
-    case at::kInt: case at::kLong: case at::kByte:
-      return true;
-    default:
-      return false;
-  }
-}
 
 std::string shape_string(at::IntArrayRef sizes) {
   std::ostringstream out;
@@ -46,7 +37,7 @@ void check_tensor(const at::Tensor& t, Collective kind, const std::string& backe
     throw Error(where + "the tensor of shape " + shape_string(t.sizes()) + " with strides " +
                 shape_string(t.strides()) + " is not contiguous; pass tensor.contiguous()");
   }
-  if (!is_supported(t.scalar_type())) {
+  if (!is_supported_dtype(t.scalar_type())) {
     throw Error(where + "dtype " + std::string(c10::toString(t.scalar_type())) +
                 " is not supported; use float32, float64, float16, bfloat16, int32, int64 "
                 "or uint8");

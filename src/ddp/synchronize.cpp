@@ -149,17 +149,6 @@ void agree_with_root(const std::string& what, const std::vector<Entry>& entries,
 
 // ---- moving tensors ----
 
-// The dtypes the collectives carry (lockstep/comm/collectives.h).
-bool travels_as_is(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
-    case at::kInt: case at::kLong: case at::kByte:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Root's values land in every rank's tensors, in one broadcast per dtype. The collectives take
 // contiguous CPU tensors of a few dtypes; other tensors travel as a contiguous CPU copy (as
 // raw bytes when their dtype cannot travel) that is copied back.
@@ -167,7 +156,7 @@ void broadcast_into(const std::vector<at::Tensor>& tensors, int root) {
   std::vector<at::Tensor> staged, wire;
   for (const auto& t : tensors) {
     staged.push_back(t.device().is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous());
-    wire.push_back(travels_as_is(t.scalar_type()) ? staged.back()
+    wire.push_back(is_supported_dtype(t.scalar_type()) ? staged.back()
                                                   : staged.back().view(-1).view(at::kByte));
   }
   broadcast(wire, root);

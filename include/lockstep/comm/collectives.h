@@ -12,6 +12,9 @@
 // the same collectives in the same order with the same shapes and dtypes.
 namespace lockstep {
 
+/// Whether collectives carry tensors of this dtype.
+bool is_supported_dtype(at::ScalarType dtype);
+
 /// Reduces `tensor` in place across ranks.
 void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 Work all_reduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::Sum);
