@@ -197,6 +197,7 @@ void Communicator::divide_by_world_size(at::Tensor& tensor) const {
 
 Work Communicator::submit(Call call, Body body, bool blocking) {
   auto state = std::make_shared<detail::WorkState>();
+  Work work(state);
   std::unique_lock<std::mutex> lock(mutex_);
   if (!failure_.empty()) {
     throw Error("lockstep: cannot run " + to_string(call.kind) +
@@ -207,24 +208,27 @@ Work Communicator::submit(Call call, Body body, bool blocking) {
   call.seq = next_seq_++;
   Task task{std::move(call), std::move(body), state};
   if (blocking && queue_.empty() && !busy_) {
-    busy_ = true;  // run here: no thread hand-off for the common synchronous call
-    lock.unlock();
-    execute(task);
-    lock.lock();
-    busy_ = false;
-    lock.unlock();
+    std::deque<Task> now;
+    now.push_back(std::move(task));
+    run_in_turn(lock, now);  // here: no thread hand-off for the common synchronous call
+  } else {
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    state->run_here = [this](detail::WorkState& waited) { run_queued_through(waited); };
+    queue_.push_back(std::move(task));
     changed_.notify_all();
-    Work(state).wait();
-    return Work(state);
   }
-  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
-  state->run_here = [this](detail::WorkState& waited) { run_queued_through(waited); };
-  queue_.push_back(std::move(task));
   lock.unlock();
-  changed_.notify_all();
-  Work work(state);
   if (blocking) work.wait();
   return work;
+}
+
+void Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks) {
+  busy_ = true;  // nothing else runs a collective meanwhile
+  lock.unlock();
+  for (auto& task : tasks) execute(task);
+  lock.lock();
+  busy_ = false;
+  changed_.notify_all();
 }
 
 void Communicator::run_queued_through(detail::WorkState& waited) {
@@ -236,13 +240,7 @@ void Communicator::run_queued_through(detail::WorkState& waited) {
   std::deque<Task> mine(std::make_move_iterator(queue_.begin()),
                         std::make_move_iterator(std::next(found)));
   queue_.erase(queue_.begin(), std::next(found));
-  busy_ = true;
-  lock.unlock();
-  for (auto& task : mine) execute(task);
-  lock.lock();
-  busy_ = false;
-  lock.unlock();
-  changed_.notify_all();
+  run_in_turn(lock, mine);
 }
 
 void Communicator::worker_loop() {
@@ -250,14 +248,10 @@ void Communicator::worker_loop() {
   while (true) {
     changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
     if (stopping_) break;
-    Task task = std::move(queue_.front());
+    std::deque<Task> next;
+    next.push_back(std::move(queue_.front()));
     queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    execute(task);
-    lock.lock();
-    busy_ = false;
-    changed_.notify_all();
+    run_in_turn(lock, next);
   }
   for (auto& task : queue_) {
     task.state->finish({}, std::make_exception_ptr(

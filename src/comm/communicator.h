@@ -88,6 +88,8 @@ class Communicator {
   Work submit(Call call, Body body, bool blocking);
   void execute(Task& task);
   void run_queued_through(detail::WorkState& state);
+  /// Runs `tasks` on this thread as the one collective runner; `lock` holds mutex_.
+  void run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks);
   void mark_failed(const std::string& what);
   void check_same_call(const Call& call);
   void worker_loop();

@@ -13,10 +13,6 @@ double seconds_since(steady_clock::time_point start) {
   return std::chrono::duration<double>(steady_clock::now() - start).count();
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 std::vector<std::string> worker(const std::string& scenario) {
   return {COLLECTIVES_WORKER, scenario};
 }

@@ -2,9 +2,6 @@
 // that `make run` starts.
 #include <gtest/gtest.h>
 
-#include <regex>
-#include <sstream>
-
 #include "support/world.h"
 
 namespace lockstep::testing {
@@ -31,13 +28,7 @@ TEST(Launched, EveryCollectiveUnderTheLauncherOverMpi) {
 TEST(Launched, PerceptronOnTwoWorkersPrintsADecreasingMse) {
   const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", PERCEPTRON, "--epochs", "4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const std::regex line(R"(\[rank 0\] epoch (\d+)/4  mse ([0-9.]+))");
-  std::vector<double> mse;
-  std::istringstream lines(run.output);
-  for (std::string text; std::getline(lines, text);) {
-    std::smatch match;
-    if (std::regex_search(text, match, line)) mse.push_back(std::stod(match[2]));
-  }
+  const auto mse = numbers_on_lines(run.output, R"(\[rank 0\] epoch (\d+)/4  mse ([0-9.]+))");
   ASSERT_EQ(mse.size(), 4u) << run.output;
   for (size_t e = 1; e < mse.size(); ++e) EXPECT_LT(mse[e], mse[e - 1]) << run.output;
   EXPECT_EQ(run.output.find("[rank 1] epoch"), std::string::npos) << "only rank 0 prints";
@@ -46,13 +37,7 @@ TEST(Launched, PerceptronOnTwoWorkersPrintsADecreasingMse) {
 TEST(Launched, QuickstartOnTwoWorkersLowersTheLoss) {
   const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", QUICKSTART});
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const std::regex line(R"(\[rank 0\] epoch +(\d+)  loss ([0-9.]+))");
-  std::vector<double> losses;
-  std::istringstream lines(run.output);
-  for (std::string text; std::getline(lines, text);) {
-    std::smatch match;
-    if (std::regex_search(text, match, line)) losses.push_back(std::stod(match[2]));
-  }
+  const auto losses = numbers_on_lines(run.output, R"(\[rank 0\] epoch +(\d+)  loss ([0-9.]+))");
   ASSERT_EQ(losses.size(), 10u) << run.output;
   EXPECT_LT(losses.back(), losses.front()) << run.output;
   EXPECT_EQ(run.output.find("[rank 1] epoch"), std::string::npos) << "only rank 0 logs";

@@ -7,8 +7,6 @@
 namespace lockstep::testing {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 void expect_every_rank_ok(int n, const std::string& scenario, Env extra = {}) {
   extra["LOCKSTEP_TIMEOUT"] = "30";
   const auto ranks = run_processes(n, {DDP_WORKER, scenario}, tcp_world(n, extra));

@@ -11,10 +11,6 @@ using std::chrono::steady_clock;
 
 const Env kShortTimeout{{"LOCKSTEP_TIMEOUT", "20"}};
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 std::vector<Finished> run_worker(int n, std::vector<std::string> args) {
   args.insert(args.begin(), SYNC_WORKER);
   return run_processes(n, args, tcp_world(n, kShortTimeout), std::chrono::seconds(60));

@@ -38,10 +38,6 @@ std::string printed_value(const std::string& output, int rank, const std::string
   return "<missing>";
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 TEST(LockstepRun, EnvAndPrefix) {
   std::string probe_directory = std::filesystem::path(LAUNCH_PROBE).parent_path();
   // PROGRAM is found through PATH; variables of an outer MPI job must not leak into workers.

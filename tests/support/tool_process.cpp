@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -147,6 +148,20 @@ std::vector<std::string> lines_of(const std::string& text) {
     lines.push_back(line);
   }
   return lines;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::vector<double> numbers_on_lines(const std::string& text, const std::string& pattern) {
+  const std::regex line(pattern);
+  std::vector<double> numbers;
+  for (const std::string& l : lines_of(text)) {
+    std::smatch match;
+    if (std::regex_search(l, match, line)) numbers.push_back(std::stod(match[2]));
+  }
+  return numbers;
 }
 
 }  // namespace lockstep::testing

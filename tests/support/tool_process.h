@@ -67,4 +67,10 @@ bool process_alive(pid_t pid);
 /// `text` split at newlines, without them.
 std::vector<std::string> lines_of(const std::string& text);
 
+/// Whether `part` occurs in `text`.
+bool contains(const std::string& text, const std::string& part);
+
+/// The number in capture group 2 of `pattern` on every line of `text` that matches it.
+std::vector<double> numbers_on_lines(const std::string& text, const std::string& pattern);
+
 }  // namespace lockstep::testing

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "support/tool_process.h"
+
 // Runs real worker processes for the multi-process tests.
 namespace lockstep::testing {
 
