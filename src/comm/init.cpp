@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -47,13 +48,27 @@ void leave_at_exit() {
   if (initialized && !finalized) MPI_Finalize();  // mpirun treats a missing finalize as a crash
 }
 
+// Gloo writes to its sockets with writev(), which raises SIGPIPE when a peer has just
+// died; by default that kills this rank too, before lockstep can say which peer failed.
+// Ignoring it turns the write into an EPIPE error that the collective reports. A handler
+// the program installed itself is left alone.
+void survive_dead_peers() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 }  // namespace
 
 Communicator& default_group() { return *joined().communicator; }
 
 void init(const InitOptions& options) {
   static std::once_flag exit_hook;
-  std::call_once(exit_hook, [] { std::atexit(leave_at_exit); });
+  std::call_once(exit_hook, [] {
+    std::atexit(leave_at_exit);
+    survive_dead_peers();
+  });
   const WorldSpec spec = discover_world(options, process_environment());
   std::lock_guard<std::mutex> lock(group_mutex);
   if (group != nullptr) {

@@ -1,6 +1,7 @@
 // A worker the tests start as a real process (under the launcher, mpirun, or with a
 // hand-made environment). Its first argument picks a scenario; it prints what went wrong
 // and exits non-zero when anything does.
+#include <csignal>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -241,6 +242,9 @@ int main(int argc, char** argv) {
       const int code = dead_rank(scenario.substr(5));
       if (code != 0) return code;
       return 0;  // no shutdown: its barrier would wait for the dead rank
+    } else if (scenario == "sigpipe") {
+      std::raise(SIGPIPE);  // what a write to a socket whose peer died raises
+      std::cout << "rank " << lockstep::rank() << " survived SIGPIPE" << std::endl;
     } else if (scenario == "init-only") {
       std::cout << "rank " << lockstep::rank() << " joined" << std::endl;
     } else {

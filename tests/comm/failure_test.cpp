@@ -70,6 +70,12 @@ TEST(DeadRank, GlooRankThatExitsGivesTheOthersAnError) {
   }
 }
 
+TEST(DeadRank, WritingToADeadPeerDoesNotKillTheRank) {
+  const auto run = run_process({COLLECTIVES_WORKER, "sigpipe"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "rank 0 survived SIGPIPE")) << run.output;
+}
+
 TEST(DeadRank, GlooRankThatHangsGivesTheOthersATimeoutNamingIt) {
   const auto ranks = run_processes(3, worker("dead-hang"), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}),
                                    std::chrono::seconds(15));
