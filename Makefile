@@ -21,6 +21,7 @@ test: build
 bench: build
 	./scripts/install-deps.sh --bench
 	$(BUILD)/bench/allreduce
+	$(BUILD)/bench/data_loader
 	$(BUILD)/bench/ddp_cnn
 
 clean:

@@ -14,3 +14,4 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/lockstepConfigVersi
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/lockstepConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/lockstepConfigVersion.cmake DESTINATION ${config_dir})
+install(FILES data/Data.toml DESTINATION ${CMAKE_INSTALL_DATADIR}/lockstep)

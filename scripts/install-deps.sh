@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev googletest libcli11-dev
+  libtomlplusplus-dev libturbojpeg0-dev zlib1g-dev dataset-fashion-mnist
 )
 [ "${1:-}" = "--bench" ] && packages+=(python3-torch)
 

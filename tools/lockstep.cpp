@@ -6,12 +6,13 @@
 #include <iostream>
 #include <memory>
 
-#include "lockstep/comm/error.h"
+#include "data_commands.h"
 #include "launch/launcher.h"
+#include "lockstep/comm/error.h"
 
 namespace {
 
-using Action = std::function<int()>;
+using lockstep::tools::Action;
 
 // Exit status for input that cannot work as given, as getopt-style tools use.
 constexpr int kUsageStatus = 2;
@@ -38,6 +39,12 @@ void add_run_command(CLI::App& app, Action& chosen) {
   });
 }
 
+// The library starts its messages with "lockstep: "; the command names itself instead.
+std::string without_library_prefix(const std::string& message) {
+  const std::string prefix = "lockstep: ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,6 +52,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Action chosen;
   add_run_command(app, chosen);
+  lockstep::tools::add_datasets_command(app, chosen);
+  lockstep::tools::add_data_command(app, chosen);
 
   try {
     app.parse(argc, argv);
@@ -58,14 +67,17 @@ int main(int argc, char** argv) {
     return kUsageStatus;
   }
 
-  std::string command = "lockstep " + app.get_subcommands().front()->get_name();
+  std::string command = "lockstep";
+  for (const CLI::App* sub = &app; !sub->get_subcommands().empty(); sub = sub->get_subcommands().front()) {
+    command += " " + sub->get_subcommands().front()->get_name();
+  }
   try {
     return chosen();
   } catch (const lockstep::ConfigError& error) {
-    std::cerr << command << ": " << error.what() << "\n";
+    std::cerr << command << ": " << without_library_prefix(error.what()) << "\n";
     return kUsageStatus;
   } catch (const lockstep::Error& error) {
-    std::cerr << command << ": " << error.what() << "\n";
+    std::cerr << command << ": " << without_library_prefix(error.what()) << "\n";
     return 1;
   }
 }

@@ -28,4 +28,11 @@ class MismatchError : public Error {
   using Error::Error;
 };
 
+/// Input data that cannot be read: a missing, truncated or corrupt file, a bad CSV row, an
+/// empty dataset. The message names the file (and the line, for text files).
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace lockstep

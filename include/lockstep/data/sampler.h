@@ -1,0 +1,75 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/arg.h>
+#include <torch/data/samplers/base.h>
+
+namespace lockstep::data {
+
+/// How a DistributedSampler orders and splits a dataset.
+struct SamplerOptions {
+  /// This rank and the number of ranks; by default those of lockstep::init(), else 0 of 1.
+  TORCH_ARG(int, rank) = -1;
+  TORCH_ARG(int, world_size) = -1;
+  TORCH_ARG(size_t, batch_size) = 64;
+  /// Shuffle globally each epoch, from (seed, epoch); in dataset order when off.
+  TORCH_ARG(bool, shuffle) = true;
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Drop the tail so every batch is full. When off, the order is padded by wrapping
+  /// around to its start until every rank has as many samples as the others; the last
+  /// batch may then be smaller (by the same amount on every rank).
+  TORCH_ARG(bool, drop_last) = false;
+};
+
+/// Each rank's share of a dataset for one epoch: a global permutation from (seed, epoch),
+/// split strided across ranks (rank r takes positions r, r + N, ...), with the same number
+/// of batches on every rank, so no rank waits at the end of an epoch for peers that have
+/// already stopped. Same seed and epoch give the same order on every machine.
+///
+/// libtorch's DistributedRandomSampler seeds only from the epoch (no user seed) and splits
+/// contiguously; this sampler keeps its interface, so torch::data loaders accept it.
+class DistributedSampler : public torch::data::samplers::Sampler<> {
+ public:
+  DistributedSampler(size_t dataset_size, SamplerOptions options = SamplerOptions());
+
+  /// Starts epoch `epoch` from its first batch. Call it before each epoch, as in PyTorch.
+  void set_epoch(int64_t epoch);
+  int64_t epoch() const { return epoch_; }
+
+  /// This rank's dataset indices for the current epoch, in order.
+  const std::vector<size_t>& indices() const { return indices_; }
+  /// Where this rank's sample `indices()[local_position]` sits in the padded epoch order:
+  /// unique across ranks, for seeding per-sample randomness.
+  size_t global_position(size_t local_position) const;
+  size_t batches_per_epoch() const;
+  /// Samples this rank takes per epoch, padding included.
+  size_t samples_per_rank() const { return indices_.size(); }
+  /// Batches already handed out this epoch; restored by load() to resume mid-epoch.
+  size_t batches_taken() const;
+  /// The options, with rank and world_size of -1 resolved.
+  const SamplerOptions& options() const { return options_; }
+
+  // torch::data::samplers::Sampler: batches of indices, then nullopt at the end of the epoch.
+  /// Rewinds to the first batch; a new size (validated) also recomputes the indices.
+  void reset(torch::optional<size_t> new_size = torch::nullopt) override;
+  /// `batch_size` must equal options().batch_size() (ConfigError otherwise), so that the
+  /// batch count and drop_last's full batches hold; give a torch::data::DataLoader the same.
+  torch::optional<std::vector<size_t>> next(size_t batch_size) override;
+  /// Stores the epoch and position (and the dataset size and world size, which load()
+  /// checks); load() recomputes that epoch's indices and resumes at the stored batch.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  void fill_indices();
+
+  size_t dataset_size_;
+  SamplerOptions options_;
+  int64_t epoch_ = 0;
+  size_t next_ = 0;
+  std::vector<size_t> indices_;
+};
+
+}  // namespace lockstep::data

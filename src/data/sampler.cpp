@@ -1,0 +1,173 @@
+#include "lockstep/data/sampler.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include <torch/serialize/archive.h>
+
+#include "data/portable_random.h"
+#include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
+
+namespace lockstep::data {
+namespace {
+
+// -1 means "this process's place in the lockstep world", or a world of one without init().
+SamplerOptions resolve_world(SamplerOptions options) {
+  const bool joined = lockstep::is_initialized();
+  if (options.rank() == -1) options.rank(joined ? lockstep::rank() : 0);
+  if (options.world_size() == -1) options.world_size(joined ? lockstep::world_size() : 1);
+  return options;
+}
+
+void check_dataset_size(size_t dataset_size) {
+  if (dataset_size == 0) {
+    throw ConfigError(
+        "DistributedSampler: dataset_size 0 must be at least 1; the dataset has no examples");
+  }
+}
+
+void check_options(const SamplerOptions& options) {
+  if (options.world_size() < 1) {
+    throw ConfigError("DistributedSampler: world_size " + std::to_string(options.world_size()) +
+                      " must be at least 1 (or -1 to take lockstep::world_size())");
+  }
+  if (options.rank() < 0 || options.rank() >= options.world_size()) {
+    throw ConfigError("DistributedSampler: rank " + std::to_string(options.rank()) +
+                      " must be in [0, world_size " + std::to_string(options.world_size()) +
+                      ") (or -1 to take lockstep::rank())");
+  }
+  if (options.batch_size() == 0) {
+    throw ConfigError("DistributedSampler: batch_size 0 must be at least 1");
+  }
+}
+
+// The epoch's global order: a Fisher-Yates shuffle driven by draw_below(), not by
+// std::uniform_int_distribution, whose output differs between standard libraries; the
+// same (seed, epoch) must give the same order on every machine of a job.
+std::vector<size_t> epoch_order(size_t size, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<size_t> order(size);
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (!shuffle) return order;
+  std::mt19937_64 engine(mix_seed({seed, static_cast<uint64_t>(epoch)}));
+  for (size_t i = size - 1; i > 0; --i) {
+    std::swap(order[i], order[draw_below(engine, i + 1)]);
+  }
+  return order;
+}
+
+int64_t read_int(torch::serialize::InputArchive& archive, const char* key) {
+  torch::Tensor value;
+  archive.read(key, value);
+  return value.item<int64_t>();
+}
+
+}  // namespace
+
+DistributedSampler::DistributedSampler(size_t dataset_size, SamplerOptions options)
+    : dataset_size_(dataset_size), options_(resolve_world(std::move(options))) {
+  check_dataset_size(dataset_size_);
+  check_options(options_);
+  fill_indices();
+}
+
+void DistributedSampler::fill_indices() {
+  const size_t world = static_cast<size_t>(options_.world_size());
+  const size_t rank = static_cast<size_t>(options_.rank());
+  const size_t batch = options_.batch_size();
+  size_t per_rank = 0;
+  if (options_.drop_last()) {
+    per_rank = dataset_size_ / world / batch * batch;
+    if (per_rank == 0) {
+      throw ConfigError("DistributedSampler: dataset of " + std::to_string(dataset_size_) +
+                        " examples is too small for world_size " + std::to_string(world) +
+                        " x batch_size " + std::to_string(batch) +
+                        " with drop_last; lower batch_size or turn drop_last off");
+    }
+  } else {
+    per_rank = (dataset_size_ + world - 1) / world;
+  }
+  // Positions past the end of the order wrap around to its start (the padding); with
+  // drop_last every position is below dataset_size_.
+  const std::vector<size_t> order =
+      epoch_order(dataset_size_, options_.shuffle(), options_.seed(), epoch_);
+  indices_.resize(per_rank);
+  for (size_t local = 0; local < per_rank; ++local) {
+    indices_[local] = order[(rank + local * world) % dataset_size_];
+  }
+}
+
+void DistributedSampler::set_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  fill_indices();
+  next_ = 0;
+}
+
+size_t DistributedSampler::global_position(size_t local_position) const {
+  return static_cast<size_t>(options_.rank()) +
+         local_position * static_cast<size_t>(options_.world_size());
+}
+
+size_t DistributedSampler::batches_per_epoch() const {
+  return (indices_.size() + options_.batch_size() - 1) / options_.batch_size();
+}
+
+size_t DistributedSampler::batches_taken() const {
+  // Only the last batch can be short, so rounding up counts it too.
+  return (next_ + options_.batch_size() - 1) / options_.batch_size();
+}
+
+void DistributedSampler::reset(torch::optional<size_t> new_size) {
+  if (new_size.has_value()) {
+    check_dataset_size(*new_size);
+    dataset_size_ = *new_size;
+    fill_indices();
+  }
+  next_ = 0;
+}
+
+torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batch_size) {
+  if (batch_size != options_.batch_size()) {
+    throw ConfigError("DistributedSampler::next: batch_size " + std::to_string(batch_size) +
+                      " differs from SamplerOptions::batch_size " +
+                      std::to_string(options_.batch_size()) + "; give both the same value");
+  }
+  if (next_ >= indices_.size()) return torch::nullopt;
+  const size_t end = std::min(next_ + batch_size, indices_.size());
+  std::vector<size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(next_),
+                            indices_.begin() + static_cast<std::ptrdiff_t>(end));
+  next_ = end;
+  return batch;
+}
+
+void DistributedSampler::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)));
+  archive.write("position", torch::tensor(static_cast<int64_t>(next_)));
+  archive.write("dataset_size", torch::tensor(static_cast<int64_t>(dataset_size_)));
+  archive.write("world_size", torch::tensor(static_cast<int64_t>(options_.world_size())));
+}
+
+void DistributedSampler::load(torch::serialize::InputArchive& archive) {
+  const int64_t saved_size = read_int(archive, "dataset_size");
+  const int64_t saved_world = read_int(archive, "world_size");
+  if (saved_size != static_cast<int64_t>(dataset_size_) || saved_world != options_.world_size()) {
+    throw ConfigError(
+        "DistributedSampler::load: the checkpoint was saved for dataset_size " +
+        std::to_string(saved_size) + " and world_size " + std::to_string(saved_world) +
+        ", but this sampler has " + std::to_string(dataset_size_) + " and " +
+        std::to_string(options_.world_size()) + "; resume with the same dataset and world");
+  }
+  const int64_t epoch = read_int(archive, "epoch");
+  const int64_t position = read_int(archive, "position");
+  // Every epoch has as many samples per rank, so the position can be checked up front.
+  if (position < 0 || static_cast<size_t>(position) > indices_.size()) {
+    throw ConfigError("DistributedSampler::load: position " + std::to_string(position) +
+                      " is outside the epoch's " + std::to_string(indices_.size()) + " samples");
+  }
+  set_epoch(epoch);
+  next_ = static_cast<size_t>(position);
+}
+
+}  // namespace lockstep::data

@@ -1,0 +1,17 @@
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace lockstep::tools {
+
+using Action = std::function<int()>;
+
+/// `lockstep datasets`: lists the registry's datasets and whether each can be read.
+void add_datasets_command(CLI::App& app, Action& chosen);
+
+/// `lockstep data export-imagenet-layout`: writes a dataset as JPEGs in ImageNet's layout.
+void add_data_command(CLI::App& app, Action& chosen);
+
+}  // namespace lockstep::tools
