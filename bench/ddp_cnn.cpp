@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     waited_shares.push_back(share);
   }
   std::printf("\nlockstep DDP, 2 workers, Fashion-MNIST through PrefetchLoader (1 loader thread each): "
-              "%.1f samples/s, training waited for data %.2f%% of the time (medians of %d runs)\n",
+              "%.1f samples/s, training waited for data %.3f%% of the time (medians of %d runs)\n",
               median(data_rates), 100 * median(waited_shares), kRepeats);
 
   // Per step: the difference between 2 epochs and 1, so start-up does not count.
