@@ -13,7 +13,7 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	$(BUILD)/tools/lockstep run -n $(WORKERS) -- $(BUILD)/examples/perceptron
+	$(BUILD)/tools/lockstep train -n $(WORKERS)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

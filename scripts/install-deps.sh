@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev googletest libcli11-dev
-  libtomlplusplus-dev libturbojpeg0-dev zlib1g-dev dataset-fashion-mnist
+  libtomlplusplus-dev libturbojpeg0-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev
 )
 [ "${1:-}" = "--bench" ] && packages+=(python3-torch)
 

@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "data_commands.h"
+#include "plot_command.h"
+#include "train_command.h"
 #include "launch/launcher.h"
 #include "lockstep/comm/error.h"
 
@@ -54,6 +56,8 @@ int main(int argc, char** argv) {
   add_run_command(app, chosen);
   lockstep::tools::add_datasets_command(app, chosen);
   lockstep::tools::add_data_command(app, chosen);
+  lockstep::tools::add_train_command(app, chosen);
+  lockstep::tools::add_plot_command(app, chosen);
 
   try {
     app.parse(argc, argv);

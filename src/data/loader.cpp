@@ -172,12 +172,19 @@ PrefetchLoader::PrefetchLoader(std::shared_ptr<const Dataset> dataset, LoaderOpt
 
 PrefetchLoader::~PrefetchLoader() { state_->stop(); }
 
-void PrefetchLoader::set_epoch(int64_t epoch) {
+void PrefetchLoader::set_epoch(int64_t epoch, size_t first_batch) {
   State& s = *state_;
   s.stop();
   s.sampler.set_epoch(epoch);
-  s.next_to_return = 0;
-  s.next_to_claim = 0;
+  const size_t batches = s.sampler.batches_per_epoch();
+  if (first_batch > batches) {
+    throw ConfigError("PrefetchLoader::set_epoch: first_batch " + std::to_string(first_batch) +
+                      " is past the epoch's " + std::to_string(batches) + " batches");
+  }
+  const size_t batch_size = s.sampler.options().batch_size();
+  for (size_t b = 0; b < first_batch; ++b) s.sampler.next(batch_size);
+  s.next_to_return = first_batch;
+  s.next_to_claim = first_batch;
 }
 
 std::optional<Batch> PrefetchLoader::next() {

@@ -86,8 +86,10 @@ void DistributedSampler::fill_indices() {
                         " x batch_size " + std::to_string(batch) +
                         " with drop_last; lower batch_size or turn drop_last off");
     }
-  } else {
+  } else if (options_.even()) {
     per_rank = (dataset_size_ + world - 1) / world;
+  } else {
+    per_rank = dataset_size_ / world + (rank < dataset_size_ % world ? 1 : 0);
   }
   // Positions past the end of the order wrap around to its start (the padding); with
   // drop_last every position is below dataset_size_.

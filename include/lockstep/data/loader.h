@@ -49,9 +49,10 @@ class PrefetchLoader {
   PrefetchLoader(const PrefetchLoader&) = delete;
   PrefetchLoader& operator=(const PrefetchLoader&) = delete;
 
-  /// Starts epoch `epoch` (reshuffled) from its first batch, dropping batches prepared for
-  /// the previous one. Without it, next() reads epoch 0.
-  void set_epoch(int64_t epoch);
+  /// Starts epoch `epoch` (reshuffled) from batch `first_batch` (non-zero to resume a
+  /// checkpoint mid-epoch), dropping batches prepared for the previous one. Without it,
+  /// next() reads epoch 0.
+  void set_epoch(int64_t epoch, size_t first_batch = 0);
   /// The next batch of this epoch, or nullopt at its end. Rethrows a read error (DataError
   /// naming the file) in the calling thread, when it reaches the batch that failed; the
   /// following call goes on with the batch after it.

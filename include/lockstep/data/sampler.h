@@ -21,6 +21,9 @@ struct SamplerOptions {
   /// around to its start until every rank has as many samples as the others; the last
   /// batch may then be smaller (by the same amount on every rank).
   TORCH_ARG(bool, drop_last) = false;
+  /// Off: each sample exactly once, no padding, so ranks may get one batch more or less
+  /// than each other. Only for evaluation, where no collective runs per batch.
+  TORCH_ARG(bool, even) = true;
 };
 
 /// Each rank's share of a dataset for one epoch: a global permutation from (seed, epoch),

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+namespace lockstep::train {
+
+/// Where training stood when a checkpoint was saved.
+struct TrainingPosition {
+  int64_t epoch = 0;       // the epoch in progress, from 0
+  int64_t batch = 0;       // batches of that epoch already trained
+  int64_t step = 0;        // optimizer steps since the run began
+  int64_t world_size = 1;  // ranks that trained it
+};
+
+/// Everything a checkpoint holds besides the model and optimizer, which load in place.
+struct CheckpointState {
+  TrainingPosition position;
+  std::string model_name;
+  /// Each rank's CPU random generator state, row r for rank r.
+  torch::Tensor rng_states;
+};
+
+/// A folder of checkpoints `step-<step>.pt`. Only one process (rank 0) writes to it.
+class CheckpointFolder {
+ public:
+  /// Keeps the newest `keep` checkpoints (at least 1).
+  CheckpointFolder(std::string folder, int keep);
+
+  /// Writes the model (parameters and buffers), the optimizer and `state` atomically: to a
+  /// temporary file, fsync, rename, fsync of the folder, so that a crash at any moment
+  /// leaves the previous checkpoint whole. Then removes the oldest beyond `keep`. Returns
+  /// the file written.
+  std::string save(const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
+                   const CheckpointState& state) const;
+
+  /// The newest checkpoint, or "" when there is none.
+  std::string latest() const;
+  /// Every checkpoint, oldest first.
+  std::vector<std::string> list() const;
+
+ private:
+  std::string folder_;
+  int keep_;
+};
+
+/// Loads a checkpoint into `model` and `optimizer`. A file that is not a checkpoint, is
+/// corrupt, or was saved from another model (names or shapes of parameters differ) throws
+/// DataError naming the file and the first difference, before anything is changed.
+CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
+                                torch::optim::Optimizer& optimizer);
+
+}  // namespace lockstep::train

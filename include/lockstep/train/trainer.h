@@ -1,0 +1,119 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/optim/optimizer.h>
+
+#include "lockstep/data/loader.h"
+#include "lockstep/ddp/distributed_data_parallel.h"
+#include "lockstep/train/lr_schedule.h"
+#include "lockstep/train/metrics_sink.h"
+
+namespace lockstep::train {
+
+/// A model's forward pass on a batch of inputs.
+using Forward = std::function<torch::Tensor(const torch::Tensor& input)>;
+
+/// Loss of a batch's output against its targets, averaged over the batch.
+using LossFunction = std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& target)>;
+/// Logits N×C against class indices N.
+LossFunction cross_entropy_loss();
+/// Outputs against targets of the same shape.
+LossFunction mse_loss();
+
+/// How a Trainer runs.
+struct TrainerOptions {
+  TORCH_ARG(int64_t, epochs) = 1;
+  /// The base learning rate, set on every parameter group of the optimizer at each step.
+  TORCH_ARG(double, lr) = 0.01;
+  /// Multiply lr by the world size: the "linear scaling rule" (Goyal et al.), for a global
+  /// batch that grows with the workers. Off by default: lr is used as given.
+  TORCH_ARG(bool, scale_lr_by_world_size) = false;
+  TORCH_ARG(ScheduleOptions, schedule);
+  /// Clip the gradients' global L2 norm to this before each step.
+  TORCH_ARG(std::optional<double>, clip_grad_norm);
+  /// Reduce metrics across ranks and log them every this many steps (and at epoch ends).
+  TORCH_ARG(int64_t, log_every) = 50;
+  /// Where metrics.jsonl, train.csv, val.csv, tensorboard/ and checkpoints/ go; nothing
+  /// is written when empty.
+  TORCH_ARG(std::string, out_dir);
+  /// Save a checkpoint every this many steps, besides each epoch's end; 0: epoch ends only.
+  TORCH_ARG(int64_t, checkpoint_every) = 0;
+  TORCH_ARG(int, keep_checkpoints) = 3;
+  /// Continue from the newest checkpoint in out_dir/checkpoints, when there is one.
+  TORCH_ARG(bool, resume) = false;
+  /// Stop after this step (and its checkpoint), as if interrupted; 0: run to the end.
+  TORCH_ARG(int64_t, stop_after_step) = 0;
+  /// Recorded in checkpoints, to name the model when a checkpoint does not fit.
+  TORCH_ARG(std::string, model_name);
+  TORCH_ARG(DDPOptions, ddp);
+};
+
+/// What fit() ended with.
+struct FitResult {
+  int64_t steps = 0;
+  double seconds = 0;
+  bool stopped_early = false;
+  /// The last validation, when there was one.
+  std::optional<Record> validation;
+};
+
+/// One training step's outputs, detached.
+struct StepOutput {
+  torch::Tensor output;
+  torch::Tensor loss;
+};
+
+/// Data-parallel training of a classifier (or any model with a loss): FluxDistributed's
+/// prepare_training/train, built from train_step -> (gradient sync inside backward, by
+/// DistributedDataParallel) -> update. Metrics are accumulated locally and reduced across
+/// ranks only at log intervals; sinks are written on rank 0.
+class Trainer {
+ public:
+  /// Any module with `Tensor forward(Tensor)`, torch::nn::Sequential included.
+  template <typename M>
+  Trainer(const torch::nn::ModuleHolder<M>& model, std::shared_ptr<torch::optim::Optimizer> optimizer,
+          LossFunction loss, TrainerOptions options = TrainerOptions())
+      : Trainer(model.ptr(), [module = model.ptr()](const torch::Tensor& input) { return module->forward(input); },
+                std::move(optimizer), std::move(loss), std::move(options)) {}
+  Trainer(std::shared_ptr<torch::nn::Module> module, Forward forward, std::shared_ptr<torch::optim::Optimizer> optimizer,
+          LossFunction loss, TrainerOptions options = TrainerOptions());
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Another destination for metrics, written on rank 0.
+  void add_sink(std::unique_ptr<MetricsSink> sink);
+  /// Called on every rank with each reduced record (train intervals and validations).
+  void on_record(std::function<void(const Record&)> callback);
+
+  /// Trains options.epochs epochs of `train`, validating on `validation` after each when
+  /// given, checkpointing and logging as the options say.
+  FitResult fit(data::PrefetchLoader& train, data::PrefetchLoader* validation = nullptr);
+  /// Mean loss, top-1 and top-5 accuracy over one pass of `loader`, reduced across ranks.
+  Record evaluate(data::PrefetchLoader& loader);
+
+  /// Forward, loss and backward of one batch; gradients are averaged across ranks when it
+  /// returns.
+  StepOutput train_step(const data::Batch& batch);
+  /// Clips, sets the scheduled learning rate and steps the optimizer.
+  void update();
+
+  int64_t step() const;
+  torch::nn::Module& module();
+  torch::optim::Optimizer& optimizer();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace lockstep::train

@@ -1,0 +1,176 @@
+#include "lockstep/train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <torch/serialize.h>
+
+#include "lockstep/comm/error.h"
+
+namespace lockstep::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Written into every checkpoint, so that another file is recognised as not being one.
+constexpr int64_t kFormat = 1;
+
+std::string checkpoint_name(int64_t step) {
+  char name[40];
+  std::snprintf(name, sizeof name, "step-%010lld.pt", static_cast<long long>(step));
+  return name;
+}
+
+// The model's tensors by qualified name: parameters, then buffers ("buffer:" prefixed,
+// since a parameter and a buffer may not share a name but readers should not guess).
+std::map<std::string, torch::Tensor> model_tensors(const torch::nn::Module& model) {
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& item : model.named_parameters()) tensors["param:" + item.key()] = item.value();
+  for (const auto& item : model.named_buffers()) tensors["buffer:" + item.key()] = item.value();
+  return tensors;
+}
+
+void sync_to_disk(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) throw Error("cannot open " + path + " to flush it to disk");
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced) throw Error("cannot flush " + path + " to disk (fsync failed)");
+}
+
+int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key, const std::string& path) {
+  torch::Tensor value;
+  if (!archive.try_read(key, value)) throw DataError(path + ": not a lockstep checkpoint (no '" + key + "')");
+  return value.item<int64_t>();
+}
+
+std::string shape_of(const torch::Tensor& tensor) { return c10::str(tensor.sizes()); }
+
+// "param:fc.weight" -> "parameter 'fc.weight'"
+std::string describe_key(const std::string& key) {
+  const auto colon = key.find(':');
+  return (key.compare(0, colon, "param") == 0 ? "parameter '" : "buffer '") + key.substr(colon + 1) + "'";
+}
+
+}  // namespace
+
+CheckpointFolder::CheckpointFolder(std::string folder, int keep) : folder_(std::move(folder)), keep_(std::max(keep, 1)) {}
+
+std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
+                                   const CheckpointState& state) const {
+  std::error_code error;
+  fs::create_directories(folder_, error);
+  if (error) throw Error("cannot create the checkpoint folder " + folder_ + ": " + error.message());
+
+  torch::serialize::OutputArchive archive;
+  archive.write("format", torch::tensor(kFormat));
+  archive.write("epoch", torch::tensor(state.position.epoch));
+  archive.write("batch", torch::tensor(state.position.batch));
+  archive.write("step", torch::tensor(state.position.step));
+  archive.write("world_size", torch::tensor(state.position.world_size));
+  const std::string& name = state.model_name;
+  archive.write("model_name", torch::tensor(std::vector<int64_t>(name.begin(), name.end()), torch::kInt64));
+  if (state.rng_states.defined()) archive.write("rng_states", state.rng_states);
+  torch::serialize::OutputArchive model_archive;
+  for (const auto& [key, tensor] : model_tensors(model)) model_archive.write(key, tensor.detach());
+  archive.write("model", model_archive);
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer.save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+
+  const std::string final_path = (fs::path(folder_) / checkpoint_name(state.position.step)).string();
+  const std::string temporary = final_path + ".tmp";
+  try {
+    archive.save_to(temporary);
+  } catch (const c10::Error& e) {
+    fs::remove(temporary, error);
+    throw Error("cannot write the checkpoint " + temporary + ": " + e.what_without_backtrace());
+  }
+  sync_to_disk(temporary, O_RDONLY);
+  if (std::rename(temporary.c_str(), final_path.c_str()) != 0) {
+    throw Error("cannot rename " + temporary + " to " + final_path);
+  }
+  sync_to_disk(folder_, O_RDONLY | O_DIRECTORY);  // makes the rename itself durable
+
+  const auto all = list();
+  for (size_t i = 0; i + static_cast<size_t>(keep_) < all.size(); ++i) fs::remove(all[i], error);
+  return final_path;
+}
+
+std::vector<std::string> CheckpointFolder::list() const {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder_, error)) {
+    const std::string name = entry.path().filename().string();
+    // Only finished files: a ".tmp" left by a crash is never a checkpoint.
+    if (name.rfind("step-", 0) == 0 && entry.path().extension() == ".pt") found.push_back(entry.path().string());
+  }
+  std::sort(found.begin(), found.end());  // zero-padded steps sort in step order
+  return found;
+}
+
+std::string CheckpointFolder::latest() const {
+  const auto all = list();
+  return all.empty() ? "" : all.back();
+}
+
+CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  if (!fs::is_regular_file(path)) throw DataError(path + ": no such checkpoint");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": not a readable checkpoint (corrupt or truncated?): " + e.what_without_backtrace());
+  }
+  if (read_int(archive, "format", path) != kFormat) throw DataError(path + ": checkpoint format is not " + std::to_string(kFormat));
+
+  CheckpointState state;
+  state.position.epoch = read_int(archive, "epoch", path);
+  state.position.batch = read_int(archive, "batch", path);
+  state.position.step = read_int(archive, "step", path);
+  state.position.world_size = read_int(archive, "world_size", path);
+  torch::Tensor name;
+  if (archive.try_read("model_name", name)) {
+    for (int64_t i = 0; i < name.numel(); ++i) state.model_name += static_cast<char>(name[i].item<int64_t>());
+  }
+  archive.try_read("rng_states", state.rng_states);
+
+  // Check every tensor before changing any, so that a checkpoint of another model leaves
+  // this one as it was.
+  const std::string from = state.model_name.empty() ? "" : " (saved from model '" + state.model_name + "')";
+  torch::serialize::InputArchive model_archive;
+  if (!archive.try_read("model", model_archive)) throw DataError(path + ": not a lockstep checkpoint (no model)");
+  auto mine = model_tensors(model);
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& key : model_archive.keys()) model_archive.read(key, saved[key]);
+  const std::string another = "; is it a checkpoint of another model?";
+  for (const auto& [key, tensor] : mine) {
+    const auto found = saved.find(key);
+    if (found == saved.end()) throw DataError(path + from + " has no " + describe_key(key) + another);
+    if (!found->second.sizes().equals(tensor.sizes())) {
+      throw DataError(path + from + ": " + describe_key(key) + " has shape " + shape_of(found->second) +
+                      " there but " + shape_of(tensor) + " in this model" + another);
+    }
+  }
+  for (const auto& [key, tensor] : saved) {
+    if (mine.count(key) == 0) throw DataError(path + from + " has a " + describe_key(key) + " this model lacks" + another);
+  }
+
+  torch::serialize::InputArchive optimizer_archive;
+  if (!archive.try_read("optimizer", optimizer_archive)) throw DataError(path + ": not a lockstep checkpoint (no optimizer)");
+  try {
+    optimizer.load(optimizer_archive);
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": its optimizer state does not fit this optimizer: " + e.what_without_backtrace());
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [key, tensor] : mine) tensor.copy_(saved[key]);
+  return state;
+}
+
+}  // namespace lockstep::train

@@ -1,0 +1,43 @@
+#include "train/metric_sums.h"
+
+#include <algorithm>
+
+#include "lockstep/comm/collectives.h"
+
+namespace lockstep::train {
+namespace {
+
+// How many rows of `output` have their target among their k highest scores.
+double correct_in_top(const torch::Tensor& output, const torch::Tensor& target, int64_t k) {
+  const auto top = std::get<1>(output.topk(std::min(k, output.size(1)), 1));
+  return top.eq(target.unsqueeze(1)).any(1).sum().item<double>();
+}
+
+}  // namespace
+
+void MetricSums::add(const torch::Tensor& output, const torch::Tensor& target, const torch::Tensor& loss) {
+  const double n = static_cast<double>(target.size(0));
+  loss_sum_ += loss.item<double>() * n;
+  samples_ += n;
+  classifier_ = output.dim() == 2 && target.dim() == 1 && target.scalar_type() == torch::kInt64;
+  if (classifier_) {
+    top1_ += correct_in_top(output, target, 1);
+    top5_ += correct_in_top(output, target, 5);
+  }
+}
+
+std::vector<std::pair<std::string, double>> MetricSums::reduce_across_ranks(double& global_samples) const {
+  auto sums = torch::tensor({loss_sum_, top1_, top5_, samples_}, torch::kFloat64);
+  lockstep::all_reduce(sums);
+  const auto* s = sums.data_ptr<double>();
+  global_samples = s[3];
+  const double n = std::max(s[3], 1.0);
+  std::vector<std::pair<std::string, double>> values = {{"loss", s[0] / n}};
+  if (classifier_) {
+    values.emplace_back("top1", s[1] / n);
+    values.emplace_back("top5", s[2] / n);
+  }
+  return values;
+}
+
+}  // namespace lockstep::train

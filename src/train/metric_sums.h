@@ -1,0 +1,30 @@
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace lockstep::train {
+
+// A rank's running sums for one log interval: cheap to add to every step, reduced across
+// ranks (one small all_reduce) only when the interval is logged.
+class MetricSums {
+ public:
+  void add(const torch::Tensor& output, const torch::Tensor& target, const torch::Tensor& loss);
+  bool empty() const { return samples_ == 0; }
+  // Sums over all ranks, as (name, value) pairs: loss, and top1/top5 for classifiers.
+  // Collective: every rank must call it at the same point.
+  std::vector<std::pair<std::string, double>> reduce_across_ranks(double& global_samples) const;
+  void clear() { *this = MetricSums(); }
+
+ private:
+  double loss_sum_ = 0;
+  double top1_ = 0;
+  double top5_ = 0;
+  double samples_ = 0;
+  bool classifier_ = false;
+};
+
+}  // namespace lockstep::train

@@ -1,0 +1,251 @@
+#include "lockstep/train/trainer.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
+#include "lockstep/train/checkpoint.h"
+#include "train/distributed_checkpoint.h"
+#include "train/metric_sums.h"
+
+namespace lockstep::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_options(const TrainerOptions& options) {
+  if (options.epochs() < 1) throw ConfigError("Trainer: epochs must be at least 1, got " + std::to_string(options.epochs()));
+  if (options.lr() <= 0) throw ConfigError("Trainer: lr must be positive, got " + std::to_string(options.lr()));
+  if (options.log_every() < 1) throw ConfigError("Trainer: log_every must be at least 1");
+  if (options.checkpoint_every() < 0) throw ConfigError("Trainer: checkpoint_every must not be negative");
+  if (options.clip_grad_norm() && *options.clip_grad_norm() <= 0) throw ConfigError("Trainer: clip_grad_norm must be positive");
+  check_schedule(options.schedule());
+}
+
+// Passes on the records of one phase only: a CSV file holds one set of columns, and
+// training and validation records have different values.
+class PhaseSink : public MetricsSink {
+ public:
+  PhaseSink(std::string phase, std::unique_ptr<MetricsSink> sink) : phase_(std::move(phase)), sink_(std::move(sink)) {}
+  void write(const Record& record) override {
+    if (record.phase == phase_) sink_->write(record);
+  }
+  void flush() override { sink_->flush(); }
+
+ private:
+  std::string phase_;
+  std::unique_ptr<MetricsSink> sink_;
+};
+
+}  // namespace
+
+LossFunction cross_entropy_loss() {
+  return [](const torch::Tensor& output, const torch::Tensor& target) {
+    return torch::nn::functional::cross_entropy(output, target);
+  };
+}
+
+LossFunction mse_loss() {
+  return [](const torch::Tensor& output, const torch::Tensor& target) {
+    return torch::nn::functional::mse_loss(output, target);
+  };
+}
+
+struct Trainer::State {
+  std::shared_ptr<torch::nn::Module> module;
+  Forward forward;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+  LossFunction loss;
+  TrainerOptions options;
+  std::unique_ptr<DistributedDataParallel> ddp;
+  std::vector<std::unique_ptr<MetricsSink>> sinks;
+  std::vector<std::function<void(const Record&)>> callbacks;
+  bool file_sinks_added = false;
+
+  int64_t step = 0;
+  int64_t epoch = 0;  // in progress, from 0
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  Clock::time_point started;
+  Clock::time_point interval_started;
+  MetricSums interval;
+
+  Record record(const std::string& phase) const {
+    Record r;
+    r.phase = phase;
+    r.epoch = epoch + 1;
+    r.epochs = options.epochs();
+    r.step = step;
+    r.total_steps = total_steps;
+    r.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    return r;
+  }
+
+  void emit(const Record& r) {
+    if (lockstep::rank() == 0) {
+      for (auto& sink : sinks) sink->write(r);
+    }
+    for (auto& callback : callbacks) callback(r);
+  }
+
+  // Reduces the interval's sums across ranks and logs them. Every rank calls it at the same
+  // steps, since every rank has the same number of batches.
+  void log_interval(double learning_rate) {
+    double samples = 0;
+    Record r = record("train");
+    r.values = interval.reduce_across_ranks(samples);
+    const double seconds = std::chrono::duration<double>(Clock::now() - interval_started).count();
+    r.values.emplace_back("samples_per_second", seconds > 0 ? samples / seconds : 0);
+    r.values.emplace_back("lr", learning_rate);
+    emit(r);
+    interval.clear();
+    interval_started = Clock::now();
+  }
+
+  void flush() {
+    if (lockstep::rank() != 0) return;
+    for (auto& sink : sinks) sink->flush();
+  }
+
+  double scheduled_lr() const {
+    const double base = options.lr() * (options.scale_lr_by_world_size() ? lockstep::world_size() : 1);
+    return learning_rate(options.schedule(), base, step, total_steps, steps_per_epoch);
+  }
+};
+
+Trainer::Trainer(std::shared_ptr<torch::nn::Module> module, Forward forward,
+                 std::shared_ptr<torch::optim::Optimizer> optimizer, LossFunction loss, TrainerOptions options)
+    : state_(std::make_unique<State>()) {
+  check_options(options);
+  if (!module || !forward) throw ConfigError("Trainer: the model is empty");
+  if (!optimizer) throw ConfigError("Trainer: the optimizer is null");
+  State& s = *state_;
+  s.module = std::move(module);
+  s.forward = std::move(forward);
+  s.optimizer = std::move(optimizer);
+  s.loss = loss ? std::move(loss) : cross_entropy_loss();
+  s.options = std::move(options);
+  s.ddp = std::make_unique<DistributedDataParallel>(s.module, s.options.ddp());
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::add_sink(std::unique_ptr<MetricsSink> sink) { state_->sinks.push_back(std::move(sink)); }
+void Trainer::on_record(std::function<void(const Record&)> callback) { state_->callbacks.push_back(std::move(callback)); }
+int64_t Trainer::step() const { return state_->step; }
+torch::nn::Module& Trainer::module() { return *state_->module; }
+torch::optim::Optimizer& Trainer::optimizer() { return *state_->optimizer; }
+
+StepOutput Trainer::train_step(const data::Batch& batch) {
+  State& s = *state_;
+  s.optimizer->zero_grad();
+  const torch::Tensor output = s.forward(batch.images);
+  const torch::Tensor loss = s.loss(output, batch.labels);
+  loss.backward();  // DistributedDataParallel averages the gradients across ranks here
+  return {output.detach(), loss.detach()};
+}
+
+void Trainer::update() {
+  State& s = *state_;
+  if (s.options.clip_grad_norm()) {
+    torch::nn::utils::clip_grad_norm_(s.module->parameters(), *s.options.clip_grad_norm());
+  }
+  const double lr = s.scheduled_lr();
+  for (auto& group : s.optimizer->param_groups()) group.options().set_lr(lr);
+  s.optimizer->step();
+  ++s.step;
+}
+
+Record Trainer::evaluate(data::PrefetchLoader& loader) {
+  State& s = *state_;
+  torch::nn::Module& module = *s.module;
+  const bool was_training = module.is_training();
+  module.eval();
+  MetricSums sums;
+  {
+    torch::NoGradGuard no_grad;
+    loader.set_epoch(0);
+    while (auto batch = loader.next()) {
+      const torch::Tensor output = s.forward(batch->images);
+      sums.add(output, batch->labels, s.loss(output, batch->labels));
+    }
+  }
+  module.train(was_training);
+  double samples = 0;
+  Record r = s.record("val");
+  r.values = sums.reduce_across_ranks(samples);
+  r.values.emplace_back("samples", samples);
+  return r;
+}
+
+FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* validation) {
+  State& s = *state_;
+  const TrainerOptions& o = s.options;
+  s.steps_per_epoch = static_cast<int64_t>(train.batches_per_epoch());
+  s.total_steps = o.epochs() * s.steps_per_epoch;
+  const bool writes = !o.out_dir().empty();
+  const CheckpointFolder folder((std::filesystem::path(o.out_dir()) / "checkpoints").string(), o.keep_checkpoints());
+  auto save = [&](int64_t epoch, int64_t batch) {
+    if (writes) save_collectively(folder, module(), optimizer(), {epoch, batch, s.step, lockstep::world_size()}, o.model_name());
+  };
+
+  TrainingPosition start;
+  if (o.resume() && writes) {
+    if (const auto resumed = resume_collectively(folder, module(), optimizer())) {
+      start = *resumed;
+      // On another world size the batches of an epoch differ: restart the epoch in progress.
+      if (start.world_size != lockstep::world_size()) start.batch = 0;
+    }
+  }
+  // Only now, so that a checkpoint that cannot be resumed leaves the run folder as it was.
+  if (writes && lockstep::rank() == 0 && !s.file_sinks_added) {
+    const std::filesystem::path out(o.out_dir());
+    std::filesystem::create_directories(out);
+    s.sinks.push_back(json_lines_sink((out / "metrics.jsonl").string()));
+    s.sinks.push_back(std::make_unique<PhaseSink>("train", csv_sink((out / "train.csv").string())));
+    s.sinks.push_back(std::make_unique<PhaseSink>("val", csv_sink((out / "val.csv").string())));
+    s.sinks.push_back(tensorboard_sink((out / "tensorboard").string()));
+    s.file_sinks_added = true;
+  }
+
+  s.step = start.step;
+  s.started = s.interval_started = Clock::now();
+  FitResult result;
+  for (s.epoch = start.epoch; s.epoch < o.epochs(); ++s.epoch) {
+    train.set_epoch(s.epoch, s.epoch == start.epoch ? static_cast<size_t>(start.batch) : 0);
+    module().train();
+    int64_t batch_in_epoch = s.epoch == start.epoch ? start.batch : 0;
+    while (auto batch = train.next()) {
+      const StepOutput out = train_step(*batch);
+      const double lr = s.scheduled_lr();
+      update();
+      ++batch_in_epoch;
+      s.interval.add(out.output, batch->labels, out.loss);
+      if (s.step % o.log_every() == 0) s.log_interval(lr);
+      const bool stop = o.stop_after_step() > 0 && s.step >= o.stop_after_step();
+      if (stop || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) save(s.epoch, batch_in_epoch);
+      if (stop) {
+        s.flush();
+        result.steps = s.step;
+        result.stopped_early = true;
+        return result;
+      }
+    }
+    if (!s.interval.empty()) s.log_interval(s.scheduled_lr());
+    if (validation != nullptr) {
+      result.validation = evaluate(*validation);
+      s.emit(*result.validation);
+    }
+    save(s.epoch + 1, 0);
+    s.flush();
+  }
+  result.steps = s.step;
+  result.seconds = std::chrono::duration<double>(Clock::now() - s.started).count();
+  return result;
+}
+
+}  // namespace lockstep::train

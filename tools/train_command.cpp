@@ -1,0 +1,106 @@
+#include "train_command.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <toml++/toml.h>
+
+#include "launch/launcher.h"
+#include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
+#include "train_job.h"
+
+namespace lockstep::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Under `lockstep run`, mpirun, torchrun or srun the process is already one rank of a job.
+bool inside_a_launch() {
+  for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+std::string timestamp() {
+  char text[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(text, sizeof text, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return text;
+}
+
+// Fills what the command line left unset from the [train] keys of a TOML file: flags win.
+void apply_config(const std::string& path, CLI::App& command) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& error) {
+    throw ConfigError(path + ":" + std::to_string(error.source().begin.line) + ": " + std::string(error.description()));
+  }
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    const std::string flag = "--" + [&] {
+      std::string dashed = name;
+      for (char& c : dashed) c = c == '_' ? '-' : c;
+      return dashed;
+    }();
+    CLI::Option* option = nullptr;
+    try {
+      option = command.get_option(flag);
+    } catch (const CLI::OptionNotFound&) {
+      throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": unknown setting '" + name +
+                        "' (settings are the long flags of lockstep train, with _ for -)");
+    }
+    if (option->count() > 0 || flag == "--config") continue;
+    std::string text;
+    if (const auto s = node.value<std::string>()) text = *s;
+    else if (const auto b = node.value<bool>()) text = *b ? "true" : "false";
+    else if (const auto i = node.value<int64_t>()) text = std::to_string(*i);
+    else if (const auto d = node.value<double>()) text = std::to_string(*d);
+    else throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": '" + name + "' must be a string, number or boolean");
+    try {
+      option->add_result(text);
+      command.get_option(flag)->run_callback();
+    } catch (const CLI::Error& error) {
+      throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": " + name + ": " + error.what());
+    }
+  }
+}
+
+// Starts `workers` copies of this command as one job, each with the resolved settings.
+int launch_workers(const TrainJob& job, const std::vector<std::string>& arguments) {
+  launch::LaunchOptions options;
+  options.nproc_per_node = job.workers;
+  options.command = {fs::canonical("/proc/self/exe").string(), "train"};
+  options.command.insert(options.command.end(), arguments.begin(), arguments.end());
+  return launch::run_workers(options);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Action& chosen) {
+  CLI::App* command = app.add_subcommand(
+      "train", "Train a model data-parallel on a registry dataset (default: a CNN on Fashion-MNIST, 2 workers)");
+  auto job = std::make_shared<TrainJob>();
+  auto config = std::make_shared<std::string>();
+  command->add_option("--config", *config, "TOML file of settings (the long flags, _ for -); flags win");
+  job->add_options(*command);
+  command->callback([=, &chosen] {
+    if (!config->empty()) apply_config(*config, *command);
+    chosen = [=] {
+      job->check();
+      if (inside_a_launch()) return run_train_job(*job);
+      // Resolve what the workers must agree on (the run folder's name) before starting them.
+      if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
+      return launch_workers(*job, job->as_arguments());
+    };
+  });
+}
+
+}  // namespace lockstep::tools

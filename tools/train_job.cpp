@@ -1,0 +1,222 @@
+#include "train_job.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include <torch/optim/sgd.h>
+
+#include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
+#include "lockstep/data/registry.h"
+#include "lockstep/data/transforms.h"
+#include "lockstep/train/models.h"
+#include "lockstep/train/trainer.h"
+
+namespace lockstep::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The first `count` examples of a dataset: small runs for tests and quick looks.
+class FirstExamples : public data::Dataset {
+ public:
+  FirstExamples(std::shared_ptr<data::Dataset> all, size_t count) : all_(std::move(all)), count_(std::min(count, all_->size())) {}
+  size_t size() const override { return count_; }
+  data::Sample get(size_t index) const override { return all_->get(index); }
+  int64_t num_classes() const override { return all_->num_classes(); }
+  std::string describe(size_t index) const override { return all_->describe(index); }
+
+ private:
+  std::shared_ptr<data::Dataset> all_;
+  size_t count_;
+};
+
+std::shared_ptr<data::Dataset> first(std::shared_ptr<data::Dataset> dataset, int64_t limit) {
+  if (limit <= 0) return dataset;
+  return std::make_shared<FirstExamples>(std::move(dataset), static_cast<size_t>(limit));
+}
+
+// Per-channel mean and standard deviation of the first images: the normalization every
+// dataset gets, with no table of per-dataset constants to keep.
+std::pair<std::vector<double>, std::vector<double>> channel_statistics(const data::Dataset& dataset) {
+  std::vector<torch::Tensor> images;
+  for (size_t i = 0; i < std::min<size_t>(dataset.size(), 512); ++i) {
+    images.push_back(dataset.get(i).image.to(torch::kFloat).div(255).flatten(1));
+  }
+  const auto pixels = torch::cat(images, 1);
+  std::vector<double> mean, std;
+  for (int64_t c = 0; c < pixels.size(0); ++c) {
+    mean.push_back(pixels[c].mean().item<double>());
+    std.push_back(std::max(pixels[c].std().item<double>(), 1e-3));
+  }
+  return {mean, std};
+}
+
+// Small images keep their size (padded random crops); large ones are cropped to 224 as for
+// ImageNet.
+std::pair<data::Transform, data::Transform> transforms_for(int64_t image_size, const data::Dataset& train) {
+  const auto [mean, std] = channel_statistics(train);
+  const auto normalize = data::normalize(mean, std);
+  if (image_size <= 64) {
+    return {data::compose({data::random_crop(image_size, std::max<int64_t>(image_size / 14, 1)), data::horizontal_flip(),
+                           normalize}),
+            normalize};
+  }
+  return {data::compose({data::random_resized_crop(224), data::horizontal_flip(), normalize}),
+          data::compose({data::resize(256), data::center_crop(224), normalize})};
+}
+
+std::string percent(double fraction) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.2f%%", 100 * fraction);
+  return text;
+}
+
+}  // namespace
+
+void TrainJob::add_options(CLI::App& command) {
+  command.add_option("--dataset", dataset, "Registry name of the dataset")->capture_default_str();
+  command.add_option("--model", model, "mlp, cnn, resnet18, resnet34 or resnet50")->capture_default_str();
+  workers_option = command.add_option("-n,--workers", workers, "Workers on this machine")->capture_default_str();
+  command.add_option("--epochs", epochs, "Epochs")->capture_default_str();
+  command.add_option("--batch-size", batch_size, "Examples per batch and worker")->capture_default_str();
+  command.add_option("--lr", lr, "Base learning rate (SGD)")->capture_default_str();
+  command.add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
+  command.add_option("--weight-decay", weight_decay, "SGD weight decay")->capture_default_str();
+  command.add_option("--schedule", schedule, "constant, step or cosine")->capture_default_str();
+  command.add_option("--warmup-steps", warmup_steps, "Linear warm-up steps")->capture_default_str();
+  command.add_option("--clip-grad-norm", clip_grad_norm, "Clip gradients to this global norm (0: off)");
+  command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
+  command.add_option("--out", out, "Run folder (default: runs/DATASET-MODEL-TIME)");
+  command.add_flag("--resume", resume, "Continue from the newest checkpoint in --out (default: the newest run)");
+  command.add_option("--seed", seed, "Seed of the model's initialisation and the data order")->capture_default_str();
+  command.add_option("--threads", threads, "Loader threads per worker")->capture_default_str();
+  command.add_option("--log-every", log_every, "Steps between logged metrics")->capture_default_str();
+  command.add_option("--checkpoint-every", checkpoint_every, "Steps between checkpoints, besides epoch ends (0: none)");
+  command.add_option("--keep", keep, "Checkpoints kept")->capture_default_str();
+  command.add_option("--limit", limit, "Train on the first N examples only");
+  command.add_option("--val-limit", val_limit, "Validate on the first N examples only");
+  command.add_option("--val-split", val_split, "Split to validate on (default: val, else test)");
+  command.add_option("--stop-after-step", stop_after_step, "End after this step and its checkpoint, as if interrupted");
+  command.add_option("--data-toml", data_toml, "Dataset registry (default: $LOCKSTEP_DATA_TOML or the built-in one)");
+  command.add_option("--data-path", data_paths, "NAME=DIR: read dataset NAME from DIR instead");
+}
+
+void TrainJob::check() const {
+  if (workers < 1) throw ConfigError("-n must be at least 1, got " + std::to_string(workers));
+  if (epochs < 1) throw ConfigError("--epochs must be at least 1, got " + std::to_string(epochs));
+  if (batch_size < 1) throw ConfigError("--batch-size must be at least 1, got " + std::to_string(batch_size));
+  if (lr <= 0) throw ConfigError("--lr must be positive, got " + std::to_string(lr));
+  if (threads < 0) throw ConfigError("--threads must not be negative");
+  const auto& names = train::model_names();
+  if (std::find(names.begin(), names.end(), model) == names.end()) {
+    std::string known;
+    for (const auto& name : names) known += (known.empty() ? "" : ", ") + name;
+    throw ConfigError("--model " + model + " is unknown (known: " + known + ")");
+  }
+  if (!out.empty() && !resume && fs::exists(fs::path(out) / "checkpoints")) {
+    throw ConfigError(out + " already holds a run's checkpoints; add --resume to continue it, or choose another --out");
+  }
+}
+
+std::string TrainJob::default_out(const std::string& stamp) const { return "runs/" + dataset + "-" + model + "-" + stamp; }
+
+std::string TrainJob::newest_run() const {
+  const std::string prefix = dataset + "-" + model + "-";
+  std::string newest;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("runs", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && (fs::path("runs") / name).string() > newest) newest = (fs::path("runs") / name).string();
+  }
+  if (newest.empty()) throw ConfigError("--resume found no runs/" + prefix + "* folder; give the run's folder with --out");
+  return newest;
+}
+
+std::vector<std::string> TrainJob::as_arguments() const {
+  std::vector<std::string> a = {"--dataset", dataset, "--model", model, "--workers", std::to_string(workers),
+                                "--epochs", std::to_string(epochs), "--batch-size", std::to_string(batch_size),
+                                "--lr", std::to_string(lr), "--momentum", std::to_string(momentum),
+                                "--weight-decay", std::to_string(weight_decay), "--schedule", schedule,
+                                "--warmup-steps", std::to_string(warmup_steps), "--clip-grad-norm", std::to_string(clip_grad_norm),
+                                "--scale-lr", scale_lr ? "true" : "false", "--out", out, "--seed", std::to_string(seed),
+                                "--threads", std::to_string(threads), "--log-every", std::to_string(log_every),
+                                "--checkpoint-every", std::to_string(checkpoint_every), "--keep", std::to_string(keep),
+                                "--limit", std::to_string(limit), "--val-limit", std::to_string(val_limit),
+                                "--stop-after-step", std::to_string(stop_after_step)};
+  if (resume) a.push_back("--resume");
+  if (!val_split.empty()) a.insert(a.end(), {"--val-split", val_split});
+  if (!data_toml.empty()) a.insert(a.end(), {"--data-toml", data_toml});
+  for (const auto& path : data_paths) a.insert(a.end(), {"--data-path", path});
+  return a;
+}
+
+int run_train_job(const TrainJob& job) {
+  lockstep::init();
+  if (job.workers_option != nullptr && job.workers_option->count() > 0 && job.workers != lockstep::world_size()) {
+    throw ConfigError("-n " + std::to_string(job.workers) + " does not match this launch's world size " +
+                      std::to_string(lockstep::world_size()) + "; leave -n out inside mpirun or torchrun");
+  }
+  data::Registry registry = job.data_toml.empty() ? data::Registry::load_default() : data::Registry::load(job.data_toml);
+  for (const auto& item : job.data_paths) {
+    const auto equals = item.find('=');
+    if (equals == std::string::npos) throw ConfigError("--data-path wants NAME=DIR, got '" + item + "'");
+    registry.override_path(item.substr(0, equals), item.substr(equals + 1));
+  }
+  const auto& entry = registry.at(job.dataset);
+  const std::string val_split = !job.val_split.empty() ? job.val_split : entry.splits.count("val") ? "val" : "test";
+  const auto train_set = first(data::open_dataset(entry, "train"), job.limit);
+  const auto val_set = first(data::open_dataset(entry, val_split), job.val_limit);
+  const auto sample = train_set->get(0).image;
+  const int64_t image_size = sample.size(1) <= 64 ? sample.size(1) : 224;
+  const auto [train_transform, val_transform] = transforms_for(image_size, *train_set);
+
+  torch::manual_seed(job.seed);
+  auto model = train::make_model(job.model, train::ModelOptions()
+                                                .in_channels(sample.size(0))
+                                                .num_classes(train_set->num_classes())
+                                                .image_size(image_size));
+  auto optimizer = std::make_shared<torch::optim::SGD>(
+      model->parameters(), torch::optim::SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
+  auto options = train::TrainerOptions()
+                     .epochs(job.epochs)
+                     .lr(job.lr)
+                     .scale_lr_by_world_size(job.scale_lr)
+                     .schedule(train::ScheduleOptions().kind(job.schedule).warmup_steps(job.warmup_steps))
+                     .log_every(job.log_every)
+                     .out_dir(job.out)
+                     .checkpoint_every(job.checkpoint_every)
+                     .keep_checkpoints(job.keep)
+                     .resume(job.resume)
+                     .stop_after_step(job.stop_after_step)
+                     .model_name(job.model);
+  if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
+  train::Trainer trainer(model, optimizer, train::cross_entropy_loss(), options);
+  if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, isatty(STDOUT_FILENO) != 0));
+
+  const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(job.batch_size)).seed(job.seed);
+  data::PrefetchLoader train_loader(train_set, data::LoaderOptions().sampler(sampler).transform(train_transform).threads(job.threads));
+  data::PrefetchLoader val_loader(val_set, data::LoaderOptions()
+                                               .sampler(data::SamplerOptions(sampler).shuffle(false).even(false))
+                                               .transform(val_transform)
+                                               .threads(job.threads));
+  const auto result = trainer.fit(train_loader, &val_loader);
+  if (lockstep::rank() == 0) {
+    if (result.stopped_early) {
+      std::cout << "stopped after step " << result.steps << "; continue with: lockstep train --out " << job.out
+                << " --resume" << std::endl;
+    } else if (result.validation) {
+      std::cout << job.model << " on " << job.dataset << ": " << val_split << " top-1 "
+                << percent(result.validation->value("top1")) << ", top-5 " << percent(result.validation->value("top5"))
+                << " after " << job.epochs << " epochs on " << lockstep::world_size() << " workers in "
+                << static_cast<int64_t>(result.seconds) << " s; run in " << job.out << std::endl;
+    }
+  }
+  lockstep::shutdown();
+  return 0;
+}
+
+}  // namespace lockstep::tools

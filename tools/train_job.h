@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace lockstep::tools {
+
+// The settings of one `lockstep train` run, as flags or [config] keys, and the run itself.
+struct TrainJob {
+  std::string dataset = "fashion-mnist";
+  std::string model = "cnn";
+  int workers = 2;
+  int64_t epochs = 5;
+  int64_t batch_size = 64;  // per worker
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  std::string schedule = "cosine";
+  int64_t warmup_steps = 100;
+  double clip_grad_norm = 0;  // 0: off
+  bool scale_lr = false;
+  std::string out;
+  bool resume = false;
+  uint64_t seed = 0;
+  int threads = 1;  // loader threads per worker
+  int64_t log_every = 50;
+  int64_t checkpoint_every = 0;
+  int keep = 3;
+  int64_t limit = 0;      // train on the first N examples only (0: all)
+  int64_t val_limit = 0;  // validate on the first N only
+  std::string val_split;  // default: val, else test
+  int64_t stop_after_step = 0;
+  std::string data_toml;
+  std::vector<std::string> data_paths;  // NAME=DIR
+
+  CLI::Option* workers_option = nullptr;
+
+  void add_options(CLI::App& command);
+  // ConfigError naming the setting that cannot work.
+  void check() const;
+  // runs/<dataset>-<model>-<stamp>
+  std::string default_out(const std::string& stamp) const;
+  // The newest runs/<dataset>-<model>-* folder, for --resume without --out.
+  std::string newest_run() const;
+  // Every setting as explicit flags, for the workers this process starts.
+  std::vector<std::string> as_arguments() const;
+};
+
+// One rank's part of the run: joins the job, reads its share, trains, logs, checkpoints.
+int run_train_job(const TrainJob& job);
+
+}  // namespace lockstep::tools
