@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     std::cerr << "lockstep: " << error.what() << " (see lockstep --help)\n";
     return kUsageStatus;
+  } catch (const lockstep::ConfigError& error) {  // from a subcommand's settings file
+    std::cerr << "lockstep: " << without_library_prefix(error.what()) << "\n";
+    return kUsageStatus;
   }
 
   std::string command = "lockstep";

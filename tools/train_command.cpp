@@ -59,10 +59,10 @@ void apply_config(const std::string& path, CLI::App& command) {
     }
     if (option->count() > 0 || flag == "--config") continue;
     std::string text;
-    if (const auto s = node.value<std::string>()) text = *s;
-    else if (const auto b = node.value<bool>()) text = *b ? "true" : "false";
-    else if (const auto i = node.value<int64_t>()) text = std::to_string(*i);
-    else if (const auto d = node.value<double>()) text = std::to_string(*d);
+    if (node.is_string()) text = *node.value<std::string>();
+    else if (node.is_boolean()) text = *node.value<bool>() ? "true" : "false";
+    else if (node.is_integer()) text = std::to_string(*node.value<int64_t>());
+    else if (node.is_floating_point()) text = std::to_string(*node.value<double>());
     else throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": '" + name + "' must be a string, number or boolean");
     try {
       option->add_result(text);

@@ -76,7 +76,7 @@ TEST(TrainCommand, ACheckpointOfTwoWorkersContinuesOnOneFromTheEpochStart) {
 TEST(TrainCommand, ABadCheckpointIsRefusedAndNothingIsOverwritten) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/run";
-  ASSERT_EQ(run_process(small_job(out, {"-n", "1", "--epochs", "1"})).exit_code, 0);
+  ASSERT_EQ(run_process(small_job(out, {"-n", "1"})).exit_code, 0);
   const std::string latest = CheckpointFolder(out + "/checkpoints", 3).latest();
   ASSERT_FALSE(latest.empty());
 
