@@ -20,25 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The first `count` examples of a dataset: small runs for tests and quick looks.
-class FirstExamples : public data::Dataset {
- public:
-  FirstExamples(std::shared_ptr<data::Dataset> all, size_t count) : all_(std::move(all)), count_(std::min(count, all_->size())) {}
-  size_t size() const override { return count_; }
-  data::Sample get(size_t index) const override { return all_->get(index); }
-  int64_t num_classes() const override { return all_->num_classes(); }
-  std::string describe(size_t index) const override { return all_->describe(index); }
-
- private:
-  std::shared_ptr<data::Dataset> all_;
-  size_t count_;
-};
-
-std::shared_ptr<data::Dataset> first(std::shared_ptr<data::Dataset> dataset, int64_t limit) {
-  if (limit <= 0) return dataset;
-  return std::make_shared<FirstExamples>(std::move(dataset), static_cast<size_t>(limit));
-}
-
 // Per-channel mean and standard deviation of the first images: the normalization every
 // dataset gets, with no table of per-dataset constants to keep.
 std::pair<std::vector<double>, std::vector<double>> channel_statistics(const data::Dataset& dataset) {
@@ -55,12 +36,14 @@ std::pair<std::vector<double>, std::vector<double>> channel_statistics(const dat
   return {mean, std};
 }
 
-// Small images keep their size (padded random crops); large ones are cropped to 224 as for
-// ImageNet.
-std::pair<data::Transform, data::Transform> transforms_for(int64_t image_size, const data::Dataset& train) {
+// Small images keep their size (with --augment, padded random crops and flips); large ones
+// are cropped to 224 as for ImageNet.
+std::pair<data::Transform, data::Transform> transforms_for(int64_t image_size, bool augment,
+                                                           const data::Dataset& train) {
   const auto [mean, std] = channel_statistics(train);
   const auto normalize = data::normalize(mean, std);
   if (image_size <= 64) {
+    if (!augment) return {normalize, normalize};
     return {data::compose({data::random_crop(image_size, std::max<int64_t>(image_size / 14, 1)), data::horizontal_flip(),
                            normalize}),
             normalize};
@@ -90,6 +73,7 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_option("--warmup-steps", warmup_steps, "Linear warm-up steps")->capture_default_str();
   command.add_option("--clip-grad-norm", clip_grad_norm, "Clip gradients to this global norm (0: off)");
   command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
+  command.add_flag("--augment", augment, "Random crops and flips of small images");
   command.add_option("--out", out, "Run folder (default: runs/DATASET-MODEL-TIME)");
   command.add_flag("--resume", resume, "Continue from the newest checkpoint in --out (default: the newest run)");
   command.add_option("--seed", seed, "Seed of the model's initialisation and the data order")->capture_default_str();
@@ -148,6 +132,7 @@ std::vector<std::string> TrainJob::as_arguments() const {
                                 "--limit", std::to_string(limit), "--val-limit", std::to_string(val_limit),
                                 "--stop-after-step", std::to_string(stop_after_step)};
   if (resume) a.push_back("--resume");
+  if (augment) a.push_back("--augment");
   if (!val_split.empty()) a.insert(a.end(), {"--val-split", val_split});
   if (!data_toml.empty()) a.insert(a.end(), {"--data-toml", data_toml});
   for (const auto& path : data_paths) a.insert(a.end(), {"--data-path", path});
@@ -168,11 +153,11 @@ int run_train_job(const TrainJob& job) {
   }
   const auto& entry = registry.at(job.dataset);
   const std::string val_split = !job.val_split.empty() ? job.val_split : entry.splits.count("val") ? "val" : "test";
-  const auto train_set = first(data::open_dataset(entry, "train"), job.limit);
-  const auto val_set = first(data::open_dataset(entry, val_split), job.val_limit);
+  const auto train_set = data::first_examples(data::open_dataset(entry, "train"), job.limit);
+  const auto val_set = data::first_examples(data::open_dataset(entry, val_split), job.val_limit);
   const auto sample = train_set->get(0).image;
   const int64_t image_size = sample.size(1) <= 64 ? sample.size(1) : 224;
-  const auto [train_transform, val_transform] = transforms_for(image_size, *train_set);
+  const auto [train_transform, val_transform] = transforms_for(image_size, job.augment, *train_set);
 
   torch::manual_seed(job.seed);
   auto model = train::make_model(job.model, train::ModelOptions()

@@ -22,6 +22,7 @@ struct TrainJob {
   int64_t warmup_steps = 100;
   double clip_grad_norm = 0;  // 0: off
   bool scale_lr = false;
+  bool augment = false;  // random crops and flips of small images (large ones are always cropped)
   std::string out;
   bool resume = false;
   uint64_t seed = 0;
@@ -29,8 +30,8 @@ struct TrainJob {
   int64_t log_every = 50;
   int64_t checkpoint_every = 0;
   int keep = 3;
-  int64_t limit = 0;      // train on the first N examples only (0: all)
-  int64_t val_limit = 0;  // validate on the first N only
+  size_t limit = 0;      // train on the first N examples only (0: all)
+  size_t val_limit = 0;  // validate on the first N only
   std::string val_split;  // default: val, else test
   int64_t stop_after_step = 0;
   std::string data_toml;

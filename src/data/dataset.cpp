@@ -1,5 +1,6 @@
 #include "lockstep/data/dataset.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <torch/serialize.h>
@@ -88,6 +89,28 @@ std::shared_ptr<TensorDataset> load_tensors(const std::string& path, int64_t num
     if (!archive.try_read(key, *tensor)) throw DataError(path + ": no tensor named \"" + key + "\"");
   }
   return std::make_shared<TensorDataset>(images, labels, num_classes, path);
+}
+
+namespace {
+
+class FirstExamples : public Dataset {
+ public:
+  FirstExamples(std::shared_ptr<const Dataset> all, size_t count) : all_(std::move(all)), count_(count) {}
+  size_t size() const override { return count_; }
+  Sample get(size_t index) const override { return all_->get(index); }
+  int64_t num_classes() const override { return all_->num_classes(); }
+  std::string describe(size_t index) const override { return all_->describe(index); }
+
+ private:
+  std::shared_ptr<const Dataset> all_;
+  size_t count_;
+};
+
+}  // namespace
+
+std::shared_ptr<Dataset> first_examples(std::shared_ptr<const Dataset> dataset, size_t count) {
+  const size_t size = dataset->size();
+  return std::make_shared<FirstExamples>(std::move(dataset), count == 0 ? size : std::min(count, size));
 }
 
 }  // namespace lockstep::data

@@ -117,6 +117,17 @@ TEST(TrainCommand, AConfigFileSetsWhatTheFlagsDoNot) {
   EXPECT_TRUE(contains(unknown.output, config + ":2: unknown setting 'learning_rate'")) << unknown.output;
 }
 
+TEST(Examples, ImageNetResNetTrainsOnFashionMnistExportedInImageNetsLayout) {
+  TemporaryDirectory dir;
+  const auto exported = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", IMAGENET_RESNET, "--data", dir.path(), "--epochs",
+                                "1", "--batch-size", "48", "--limit", "192", "--val-limit", "96"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "[rank 0] epoch 1/1 step 2/2")) << run.output;
+  EXPECT_TRUE(contains(run.output, "[rank 0] resnet34: val top-1 ")) << run.output;
+}
+
 // The README's `make run`: no arguments at all. Fashion-MNIST's benchmark lists 91.6% for
 // the TensorFlow tutorial's two-convolution network; this must reach 91% in its 5 epochs.
 TEST(TrainCommand, TheDefaultJobReachesNinetyOnePercentInFiveEpochs) {

@@ -50,6 +50,10 @@ class TensorDataset : public Dataset {
   std::string source_;
 };
 
+/// The first `count` examples of `dataset` (all of them when count is 0 or larger than it):
+/// short runs for tests and quick looks.
+std::shared_ptr<Dataset> first_examples(std::shared_ptr<const Dataset> dataset, size_t count);
+
 /// Saves images and labels as a "tensors" dataset file (a torch archive with the keys
 /// "images" and "labels"), and reads one back.
 void save_tensors(const std::string& path, const torch::Tensor& images, const torch::Tensor& labels);
