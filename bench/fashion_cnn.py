@@ -15,7 +15,6 @@ import math
 import os
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -30,12 +29,12 @@ def read_idx(path):
         data = f.read()
     dims = data[3]
     shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 def load(prefix):
-    images = torch.from_numpy(read_idx(f"{DATA}/{prefix}-images-idx3-ubyte.gz").copy()).float().div(255).unsqueeze(1)
-    labels = torch.from_numpy(read_idx(f"{DATA}/{prefix}-labels-idx1-ubyte.gz").copy()).long()
+    images = read_idx(f"{DATA}/{prefix}-images-idx3-ubyte.gz").float().div(255).unsqueeze(1)
+    labels = read_idx(f"{DATA}/{prefix}-labels-idx1-ubyte.gz").long()
     return images, labels
 
 

@@ -116,6 +116,21 @@ TEST(Loader, OutputDoesNotDependOnThreads) {
   }
 }
 
+TEST(Loader, SetEpochCanStartAtALaterBatch) {
+  auto dataset = std::make_shared<CountingDataset>(23);
+  for (int threads : {0, 2}) {
+    PrefetchLoader loader(dataset, options_for(threads));
+    loader.set_epoch(4);
+    const std::vector<int64_t> whole = labels_of(take_all(loader));
+    loader.set_epoch(4, 2);  // as when resuming a checkpoint taken after 2 batches
+    const std::vector<int64_t> rest = labels_of(take_all(loader));
+    EXPECT_EQ(rest, std::vector<int64_t>(whole.begin() + 6, whole.end())) << "threads " << threads;
+    EXPECT_EQ(loader.sampler().batches_taken(), loader.batches_per_epoch());
+  }
+  PrefetchLoader loader(dataset, options_for(1));
+  EXPECT_THROW(loader.set_epoch(0, loader.batches_per_epoch() + 1), ConfigError);
+}
+
 TEST(Loader, DropLastKeepsTheSamplerBatchCount) {
   auto dataset = std::make_shared<CountingDataset>(23);
   LoaderOptions options = options_for(2, 5);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -84,6 +85,22 @@ TEST(Sampler, PaddedEpochCoversDatasetWithSameBatchesOnEveryRank) {
         EXPECT_EQ(seen.size(), size);
         EXPECT_EQ(seen, expected);
       }
+    }
+  }
+}
+
+TEST(Sampler, UnevenSplitForEvaluationTakesEachSampleOnce) {
+  for (size_t size : {1, 7, 10, 97}) {
+    for (int world = 1; world <= 4; ++world) {
+      std::multiset<size_t> seen;
+      for (int rank = 0; rank < world; ++rank) {
+        DistributedSampler sampler(size, SamplerOptions().rank(rank).world_size(world).batch_size(3).shuffle(false).even(false));
+        seen.insert(sampler.indices().begin(), sampler.indices().end());
+        EXPECT_EQ(sampler.samples_per_rank(), size / world + (static_cast<size_t>(rank) < size % world ? 1 : 0));
+      }
+      std::multiset<size_t> expected;
+      for (size_t i = 0; i < size; ++i) expected.insert(i);
+      EXPECT_EQ(seen, expected) << "size " << size << ", world " << world;
     }
   }
 }
