@@ -1,7 +1,6 @@
 # Two entry points for a fresh Debian machine: `make run` and `make test`.
 BUILD ?= build
 JOBS ?= 2
-WORKERS ?= 2
 
 .PHONY: deps build run test bench clean
 
@@ -13,7 +12,7 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	$(BUILD)/tools/lockstep train -n $(WORKERS)
+	$(BUILD)/tools/lockstep train
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
