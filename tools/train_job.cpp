@@ -52,6 +52,13 @@ std::pair<data::Transform, data::Transform> transforms_for(int64_t image_size, b
           data::compose({data::resize(256), data::center_crop(224), normalize})};
 }
 
+// Every digit, so that the workers get exactly the value the user gave.
+std::string exact(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
 std::string percent(double fraction) {
   char text[16];
   std::snprintf(text, sizeof text, "%.2f%%", 100 * fraction);
@@ -93,7 +100,7 @@ void TrainJob::check() const {
   if (workers < 1) throw ConfigError("-n must be at least 1, got " + std::to_string(workers));
   if (epochs < 1) throw ConfigError("--epochs must be at least 1, got " + std::to_string(epochs));
   if (batch_size < 1) throw ConfigError("--batch-size must be at least 1, got " + std::to_string(batch_size));
-  if (lr <= 0) throw ConfigError("--lr must be positive, got " + std::to_string(lr));
+  if (lr <= 0) throw ConfigError("--lr must be positive, got " + exact(lr));
   if (threads < 0) throw ConfigError("--threads must not be negative");
   const auto& names = train::model_names();
   if (std::find(names.begin(), names.end(), model) == names.end()) {
@@ -123,9 +130,9 @@ std::string TrainJob::newest_run() const {
 std::vector<std::string> TrainJob::as_arguments() const {
   std::vector<std::string> a = {"--dataset", dataset, "--model", model, "--workers", std::to_string(workers),
                                 "--epochs", std::to_string(epochs), "--batch-size", std::to_string(batch_size),
-                                "--lr", std::to_string(lr), "--momentum", std::to_string(momentum),
-                                "--weight-decay", std::to_string(weight_decay), "--schedule", schedule,
-                                "--warmup-steps", std::to_string(warmup_steps), "--clip-grad-norm", std::to_string(clip_grad_norm),
+                                "--lr", exact(lr), "--momentum", exact(momentum),
+                                "--weight-decay", exact(weight_decay), "--schedule", schedule,
+                                "--warmup-steps", std::to_string(warmup_steps), "--clip-grad-norm", exact(clip_grad_norm),
                                 "--scale-lr", scale_lr ? "true" : "false", "--out", out, "--seed", std::to_string(seed),
                                 "--threads", std::to_string(threads), "--log-every", std::to_string(log_every),
                                 "--checkpoint-every", std::to_string(checkpoint_every), "--keep", std::to_string(keep),
