@@ -8,36 +8,12 @@
 #include "lockstep/comm/error.h"
 #include "lockstep/data/export.h"
 #include "lockstep/data/registry.h"
+#include "registry_choice.h"
 
 namespace lockstep::tools {
 namespace {
 
 using data::Registry;
-
-// Which registry to read and which paths to replace: the same two options on every
-// command that names datasets.
-struct RegistryChoice {
-  std::string file;
-  std::vector<std::string> path_overrides;  // NAME=DIR
-
-  void add_to(CLI::App* command) {
-    command->add_option("--data-toml", file, "Dataset registry (default: $LOCKSTEP_DATA_TOML or the built-in one)");
-    command->add_option("--data-path", path_overrides, "NAME=DIR: read dataset NAME from DIR instead");
-  }
-
-  Registry load() const {
-    Registry registry = file.empty() ? Registry::load_default() : Registry::load(file);
-    if (!file.empty()) registry.apply_environment();
-    for (const auto& item : path_overrides) {
-      const auto equals = item.find('=');
-      if (equals == std::string::npos || equals == 0 || equals + 1 == item.size()) {
-        throw ConfigError("--data-path wants NAME=DIR, got '" + item + "'");
-      }
-      registry.override_path(item.substr(0, equals), item.substr(equals + 1));
-    }
-    return registry;
-  }
-};
 
 int list_datasets(const Registry& registry) {
   std::cout << "datasets in " << registry.source() << ":\n";
@@ -61,7 +37,7 @@ std::string held_out_split(const data::DatasetEntry& entry) {
 void add_datasets_command(CLI::App& app, Action& chosen) {
   CLI::App* command = app.add_subcommand("datasets", "List the registry's datasets and whether each is readable");
   auto choice = std::make_shared<RegistryChoice>();
-  choice->add_to(command);
+  choice->add_to(*command);
   command->callback([&chosen, choice] { chosen = [choice] { return list_datasets(choice->load()); }; });
 }
 
@@ -79,7 +55,7 @@ void add_data_command(CLI::App& app, Action& chosen) {
   command->add_option("--out", *out, "Folder to write")->required();
   command->add_option("--limit", *limit, "At most this many images per split (0: all)")->check(CLI::NonNegativeNumber);
   command->add_option("--quality", *quality, "JPEG quality")->check(CLI::Range(1, 100))->capture_default_str();
-  choice->add_to(command);
+  choice->add_to(*command);
   command->callback([=, &chosen] {
     chosen = [=] {
       const Registry registry = choice->load();

@@ -92,8 +92,7 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_option("--val-limit", val_limit, "Validate on the first N examples only");
   command.add_option("--val-split", val_split, "Split to validate on (default: val, else test)");
   command.add_option("--stop-after-step", stop_after_step, "End after this step and its checkpoint, as if interrupted");
-  command.add_option("--data-toml", data_toml, "Dataset registry (default: $LOCKSTEP_DATA_TOML or the built-in one)");
-  command.add_option("--data-path", data_paths, "NAME=DIR: read dataset NAME from DIR instead");
+  datasets.add_to(command);
 }
 
 void TrainJob::check() const {
@@ -141,8 +140,8 @@ std::vector<std::string> TrainJob::as_arguments() const {
   if (resume) a.push_back("--resume");
   if (augment) a.push_back("--augment");
   if (!val_split.empty()) a.insert(a.end(), {"--val-split", val_split});
-  if (!data_toml.empty()) a.insert(a.end(), {"--data-toml", data_toml});
-  for (const auto& path : data_paths) a.insert(a.end(), {"--data-path", path});
+  const auto registry = datasets.as_arguments();
+  a.insert(a.end(), registry.begin(), registry.end());
   return a;
 }
 
@@ -152,12 +151,7 @@ int run_train_job(const TrainJob& job) {
     throw ConfigError("-n " + std::to_string(job.workers) + " does not match this launch's world size " +
                       std::to_string(lockstep::world_size()) + "; leave -n out inside mpirun or torchrun");
   }
-  data::Registry registry = job.data_toml.empty() ? data::Registry::load_default() : data::Registry::load(job.data_toml);
-  for (const auto& item : job.data_paths) {
-    const auto equals = item.find('=');
-    if (equals == std::string::npos) throw ConfigError("--data-path wants NAME=DIR, got '" + item + "'");
-    registry.override_path(item.substr(0, equals), item.substr(equals + 1));
-  }
+  const data::Registry registry = job.datasets.load();
   const auto& entry = registry.at(job.dataset);
   const std::string val_split = !job.val_split.empty() ? job.val_split : entry.splits.count("val") ? "val" : "test";
   const auto train_set = data::first_examples(data::open_dataset(entry, "train"), job.limit);

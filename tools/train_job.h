@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "registry_choice.h"
+
 namespace lockstep::tools {
 
 // The settings of one `lockstep train` run, as flags or [config] keys, and the run itself.
@@ -34,8 +36,7 @@ struct TrainJob {
   size_t val_limit = 0;  // validate on the first N only
   std::string val_split;  // default: val, else test
   int64_t stop_after_step = 0;
-  std::string data_toml;
-  std::vector<std::string> data_paths;  // NAME=DIR
+  RegistryChoice datasets;  // --data-toml, --data-path
 
   CLI::Option* workers_option = nullptr;
 

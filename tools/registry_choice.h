@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "lockstep/data/registry.h"
+
+namespace lockstep::tools {
+
+// Which dataset registry a command reads and which paths it replaces: the same two options
+// on every command that names datasets.
+struct RegistryChoice {
+  std::string file;                         // --data-toml; empty: $LOCKSTEP_DATA_TOML or the built-in one
+  std::vector<std::string> path_overrides;  // --data-path NAME=DIR
+
+  void add_to(CLI::App& command);
+  // The registry, with $LOCKSTEP_DATA_PATH_<NAME> and then --data-path applied.
+  data::Registry load() const;
+  // The same choice as flags, for workers started with it.
+  std::vector<std::string> as_arguments() const;
+};
+
+}  // namespace lockstep::tools
