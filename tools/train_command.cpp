@@ -20,9 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Under `lockstep run`, mpirun, torchrun or srun the process is already one rank of a job.
+// Under `lockstep run`, mpirun or torchrun the process is already one rank of a job.
 bool inside_a_launch() {
-  for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+  for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK"}) {
     if (std::getenv(name) != nullptr) return true;
   }
   return false;
