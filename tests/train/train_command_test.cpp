@@ -1,5 +1,6 @@
 // `lockstep train` as a user runs it: resuming bit-exactly, resuming on another world size,
 // refusing bad checkpoints, config files, and the default job's accuracy.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -19,11 +20,12 @@ using testing::contains;
 using testing::run_process;
 using testing::TemporaryDirectory;
 
-// A small job: 512 training examples, so 8 steps an epoch on 2 workers with batch 32.
+// A small job: 512 training examples, so 8 steps an epoch on 2 workers with batch 32; 3
+// epochs unless `extra` says otherwise.
 std::vector<std::string> small_job(const std::string& out, std::vector<std::string> extra = {}) {
-  std::vector<std::string> command = {LOCKSTEP_TOOL, "train",  "--limit",      "512", "--val-limit", "256",
-                                      "--batch-size", "32",    "--epochs",     "3",   "--log-every", "4",
-                                      "--out",        out,     "--warmup-steps", "4"};
+  std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--limit", "512", "--val-limit", "256", "--batch-size", "32",
+                                      "--log-every", "4", "--out", out, "--warmup-steps", "4"};
+  if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "3"});
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
 }
@@ -99,6 +101,22 @@ TEST(TrainCommand, ABadCheckpointIsRefusedAndNothingIsOverwritten) {
   EXPECT_EQ(fresh_over_old.exit_code, 2) << fresh_over_old.output;
   EXPECT_TRUE(contains(fresh_over_old.output, out + " already holds a run's checkpoints; add --resume"))
       << fresh_over_old.output;
+}
+
+TEST(TrainCommand, JoinsALaunchThatExistsInsteadOfStartingWorkers) {
+  TemporaryDirectory dir;
+  auto argv = testing::mpirun(2);
+  const auto job = small_job(dir.path() + "/run", {"--epochs", "1"});
+  argv.insert(argv.end(), job.begin(), job.end());
+  const auto run = run_process(argv, testing::mpirun_env(), std::chrono::seconds(120));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // Two ranks of 256 examples in batches of 32: 8 steps, so both mpirun processes joined one job.
+  EXPECT_TRUE(contains(run.output, "after 1 epochs on 2 workers")) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/run/checkpoints/step-0000000008.pt")) << run.output;
+
+  const auto mismatch = run_process({"/bin/sh", "-c", "RANK=0 WORLD_SIZE=1 exec '" LOCKSTEP_TOOL "' train -n 3 --limit 64"});
+  EXPECT_NE(mismatch.exit_code, 0) << mismatch.output;
+  EXPECT_TRUE(contains(mismatch.output, "-n 3 does not match this launch's world size 1")) << mismatch.output;
 }
 
 TEST(TrainCommand, AConfigFileSetsWhatTheFlagsDoNot) {
