@@ -27,11 +27,6 @@ int list_datasets(const Registry& registry) {
   return 0;
 }
 
-// Fashion-MNIST has train and test; ImageNet-style datasets train and val.
-std::string held_out_split(const data::DatasetEntry& entry) {
-  return entry.splits.count("val") != 0 ? "val" : "test";
-}
-
 }  // namespace
 
 void add_datasets_command(CLI::App& app, Action& chosen) {
@@ -61,7 +56,7 @@ void add_data_command(CLI::App& app, Action& chosen) {
       const Registry registry = choice->load();
       const auto& entry = registry.at(*name);
       const auto train = data::open_dataset(entry, "train");
-      const auto val = data::open_dataset(entry, held_out_split(entry));
+      const auto val = data::open_dataset(entry, data::held_out_split(entry));
       const auto summary =
           data::export_imagenet_layout(*train, *val, data::class_names(entry), *out, *limit, *quality);
       std::cout << "wrote " << summary.train_images << " train and " << summary.val_images

@@ -153,7 +153,7 @@ int run_train_job(const TrainJob& job) {
   }
   const data::Registry registry = job.datasets.load();
   const auto& entry = registry.at(job.dataset);
-  const std::string val_split = !job.val_split.empty() ? job.val_split : entry.splits.count("val") ? "val" : "test";
+  const std::string val_split = !job.val_split.empty() ? job.val_split : data::held_out_split(entry);
   const auto train_set = data::first_examples(data::open_dataset(entry, "train"), job.limit);
   const auto val_set = data::first_examples(data::open_dataset(entry, val_split), job.val_limit);
   const auto sample = train_set->get(0).image;

@@ -226,6 +226,8 @@ std::vector<std::string> class_names(const DatasetEntry& entry) {
   return names;
 }
 
+std::string held_out_split(const DatasetEntry& entry) { return entry.splits.count("val") != 0 ? "val" : "test"; }
+
 std::string check_readable(const DatasetEntry& entry) {
   std::string problems;
   for (const auto& [split, location] : entry.splits) {

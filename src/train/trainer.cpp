@@ -67,6 +67,7 @@ struct Trainer::State {
   bool file_sinks_added = false;
 
   int64_t step = 0;
+  double last_lr = 0;  // the rate of the latest update()
   int64_t epoch = 0;  // in progress, from 0
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
@@ -94,13 +95,13 @@ struct Trainer::State {
 
   // Reduces the interval's sums across ranks and logs them. Every rank calls it at the same
   // steps, since every rank has the same number of batches.
-  void log_interval(double learning_rate) {
+  void log_interval() {
     double samples = 0;
     Record r = record("train");
     r.values = interval.reduce_across_ranks(samples);
     const double seconds = std::chrono::duration<double>(Clock::now() - interval_started).count();
     r.values.emplace_back("samples_per_second", seconds > 0 ? samples / seconds : 0);
-    r.values.emplace_back("lr", learning_rate);
+    r.values.emplace_back("lr", last_lr);
     emit(r);
     interval.clear();
     interval_started = Clock::now();
@@ -154,8 +155,8 @@ void Trainer::update() {
   if (s.options.clip_grad_norm()) {
     torch::nn::utils::clip_grad_norm_(s.module->parameters(), *s.options.clip_grad_norm());
   }
-  const double lr = s.scheduled_lr();
-  for (auto& group : s.optimizer->param_groups()) group.options().set_lr(lr);
+  s.last_lr = s.scheduled_lr();
+  for (auto& group : s.optimizer->param_groups()) group.options().set_lr(s.last_lr);
   s.optimizer->step();
   ++s.step;
 }
@@ -221,11 +222,10 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     int64_t batch_in_epoch = s.epoch == start.epoch ? start.batch : 0;
     while (auto batch = train.next()) {
       const StepOutput out = train_step(*batch);
-      const double lr = s.scheduled_lr();
       update();
       ++batch_in_epoch;
       s.interval.add(out.output, batch->labels, out.loss);
-      if (s.step % o.log_every() == 0) s.log_interval(lr);
+      if (s.step % o.log_every() == 0) s.log_interval();
       const bool stop = o.stop_after_step() > 0 && s.step >= o.stop_after_step();
       if (stop || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) save(s.epoch, batch_in_epoch);
       if (stop) {
@@ -235,7 +235,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
         return result;
       }
     }
-    if (!s.interval.empty()) s.log_interval(s.scheduled_lr());
+    if (!s.interval.empty()) s.log_interval();
     if (validation != nullptr) {
       result.validation = evaluate(*validation);
       s.emit(*result.validation);

@@ -69,6 +69,9 @@ std::shared_ptr<Dataset> open_dataset(const DatasetEntry& entry, const std::stri
 /// The class names of an entry: its class_names, Fashion-MNIST's names, or "0", "1", ...
 std::vector<std::string> class_names(const DatasetEntry& entry);
 
+/// The split to validate on: "val" when the entry has one, else "test".
+std::string held_out_split(const DatasetEntry& entry);
+
 /// An empty string when every split of the entry can be opened, else what is wrong.
 std::string check_readable(const DatasetEntry& entry);
 
