@@ -1,13 +1,14 @@
-// lockstep's all_reduce next to the raw engine it drives, on the same buffers, with 2 local
+// lockstep's all_reduce next to the raw engines it drives, on the same buffers, with 2 local
 // processes:
 //
 //   bench/allreduce
 //
-// runs itself twice: under mpirun -n 2 (raw MPI_Allreduce vs lockstep over MPI), then as 2
-// gloo ranks meeting through a file store (raw gloo vs lockstep over gloo; no MPI in those
-// processes, whose busy-polling would starve gloo's socket threads). Each pair prints median
-// time per call and algorithm bandwidth (bytes / time) for every message size, and this
-// parent prints the joined table.
+// runs itself twice: under mpirun -n 2 (raw MPI_Allreduce, lockstep over MPI, lockstep over
+// shared memory), then as 2 ranks meeting through a file store (raw gloo, lockstep over gloo,
+// lockstep over shared memory; no MPI in those processes, whose busy-polling would starve
+// gloo's socket threads). Variants take turns on every size, and the parent prints median
+// time per call, algorithm bandwidth (bytes / time), and the median per-round ratio of
+// lockstep's time to the raw engine's.
 #include <mpi.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +33,10 @@
 #include <gloo/transport/tcp/device.h>
 #include <torch/torch.h>
 
-#include "comm/rendezvous.h"
+#include "comm/communicator.h"
+#include "comm/connect_group.h"
+#include "comm/mpi_transport.h"
+#include "comm/world.h"
 #include "lockstep/lockstep.h"
 
 namespace {
@@ -52,16 +56,16 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// Median seconds per call of each variant, and of each variant's time over the first's
+// (the raw engine's) within the same round.
 struct Timing {
-  double raw;       // median seconds per call
-  double ours;
-  double overhead;  // median over rounds of (ours - raw) in the same round
-  double relative;  // median over rounds of ours / raw - 1
+  std::vector<double> seconds;
+  std::vector<double> ratio;
 };
 
-// Raw and lockstep take turns in blocks of calls, round after round, so that machine noise
+// The variants take turns in blocks of calls, round after round, so that machine noise
 // hits them alike; comparing them within each round cancels most of what noise remains.
-Timing time_side_by_side(const Variant& raw, const Variant& ours, int calls_per_block,
+Timing time_side_by_side(const std::vector<Variant>& variants, int calls_per_block,
                          const std::function<void()>& barrier) {
   auto seconds_per_call = [&](const Variant& variant) {
     barrier();
@@ -69,45 +73,91 @@ Timing time_side_by_side(const Variant& raw, const Variant& ours, int calls_per_
     for (int i = 0; i < calls_per_block; ++i) variant();
     return std::chrono::duration<double>(Clock::now() - start).count() / calls_per_block;
   };
-  raw();  // warm-up
-  ours();
-  std::vector<double> raws, ourses, overheads, relatives;
+  for (const auto& variant : variants) variant();  // warm-up
+  const size_t n = variants.size();
+  std::vector<std::vector<double>> seconds(n), ratios(n);
   for (int round = 0; round < kRounds; ++round) {
-    raws.push_back(seconds_per_call(raw));
-    ourses.push_back(seconds_per_call(ours));
-    overheads.push_back(ourses.back() - raws.back());
-    relatives.push_back(ourses.back() / raws.back() - 1);
+    for (size_t v = 0; v < n; ++v) seconds[v].push_back(seconds_per_call(variants[v]));
+    for (size_t v = 0; v < n; ++v) ratios[v].push_back(seconds[v].back() / seconds[0].back());
   }
-  return {median(raws), median(ourses), median(overheads), median(relatives)};
+  Timing timing;
+  for (size_t v = 0; v < n; ++v) {
+    timing.seconds.push_back(median(seconds[v]));
+    timing.ratio.push_back(median(ratios[v]));
+  }
+  return timing;
 }
 
 int calls_per_block(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((16u << 20) / bytes, 1, 100));
 }
 
-// Times raw and lockstep for every size; rank 0 writes one line of numbers per size.
+// Times every variant for every size; rank 0 writes one line of numbers per size: the size,
+// then each variant's seconds and ratio.
 void measure(const std::string& out_path, int rank, const std::function<void()>& barrier,
              const std::function<void(float*, int64_t)>& raw,
-             const std::function<void(torch::Tensor&)>& ours) {
+             const std::vector<std::function<void(torch::Tensor&)>>& ours) {
   std::ofstream out;
   if (rank == 0) out.open(out_path);
   for (size_t bytes = kSmallest; bytes <= kLargest; bytes *= 4) {
     const int64_t count = static_cast<int64_t>(bytes / sizeof(float));
     torch::Tensor buffer = torch::zeros({count});  // zeros stay zeros: no overflow, no denormals
-    const Timing t = time_side_by_side([&] { raw(buffer.data_ptr<float>(), count); }, [&] { ours(buffer); },
-                                       calls_per_block(bytes), barrier);
-    if (rank == 0) out << bytes << " " << t.raw << " " << t.ours << " " << t.overhead << " " << t.relative << std::endl;
+    std::vector<Variant> variants{[&] { raw(buffer.data_ptr<float>(), count); }};
+    for (const auto& variant : ours) variants.push_back([&] { variant(buffer); });
+    const Timing t = time_side_by_side(variants, calls_per_block(bytes), barrier);
+    if (rank != 0) continue;
+    out << bytes;
+    for (size_t v = 0; v < variants.size(); ++v) out << " " << t.seconds[v] << " " << t.ratio[v];
+    out << std::endl;
   }
 }
 
-int mpi_pair(const std::string& out_path) {
-  lockstep::init(lockstep::InitOptions().backend(lockstep::Backend::Mpi));
-  measure(out_path, lockstep::rank(), [] { MPI_Barrier(MPI_COMM_WORLD); },
+// A lockstep group on its own world, as init() would make it, with shared memory on or off.
+struct Group {
+  std::shared_ptr<lockstep::World> world;
+  std::unique_ptr<lockstep::Communicator> communicator;
+
+  explicit Group(const lockstep::WorldSpec& spec) : world(lockstep::join_world(spec)) {
+    std::vector<int> everyone;
+    for (int r = 0; r < spec.world_size; ++r) everyone.push_back(r);
+    auto transport = lockstep::connect_group(*world, everyone, "world", [&](const std::string& mine) {
+      return world->gather("world/gather", mine);
+    });
+    communicator = std::make_unique<lockstep::Communicator>(std::move(transport), spec.backend,
+                                                            spec.timeout, false);
+  }
+  void all_reduce(torch::Tensor& t) { communicator->all_reduce({t}, lockstep::ReduceOp::Sum, true); }
+};
+
+lockstep::WorldSpec file_spec(int rank, const std::string& dir, bool shared_memory) {
+  lockstep::WorldSpec spec;
+  spec.method = lockstep::InitMethod::File;
+  spec.rank = rank;
+  spec.world_size = 2;
+  spec.file_path = dir;
+  spec.socket_ifname = "lo";
+  spec.shared_memory = shared_memory;
+  return spec;
+}
+
+int mpi_pair(const std::string& out_path, const std::string& dir) {
+  int rank = 0;
+  lockstep::start_mpi();
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  lockstep::WorldSpec spec;
+  spec.backend = lockstep::Backend::Mpi;
+  spec.method = lockstep::InitMethod::Mpi;
+  spec.rank = rank;
+  spec.world_size = 2;
+  spec.shared_memory = false;
+  Group over_mpi(spec);
+  Group over_shm(file_spec(rank, dir + "/shm-in-mpi", true));
+  measure(out_path, rank, [] { MPI_Barrier(MPI_COMM_WORLD); },
           [](float* data, int64_t count) {
             MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
           },
-          [](torch::Tensor& t) { lockstep::all_reduce(t); });
-  lockstep::shutdown();
+          {[&](torch::Tensor& t) { over_mpi.all_reduce(t); },
+           [&](torch::Tensor& t) { over_shm.all_reduce(t); }});
   return 0;
 }
 
@@ -119,14 +169,8 @@ int gloo_pair(const std::string& out_path, int rank, const std::string& dir) {
   context->connectFullMesh(store, device);
 
   // The same interface as the raw context: only lockstep's layer differs.
-  lockstep::WorldSpec spec;
-  spec.method = lockstep::InitMethod::File;
-  spec.rank = rank;
-  spec.world_size = 2;
-  spec.file_path = dir + "/lockstep";
-  spec.socket_ifname = "lo";
-  auto group = lockstep::join_group(spec).communicator;
-
+  Group over_gloo(file_spec(rank, dir + "/gloo", false));
+  Group over_shm(file_spec(rank, dir + "/shm", true));
   measure(out_path, rank,
           [&] {
             gloo::BarrierOptions opts(context);
@@ -140,7 +184,8 @@ int gloo_pair(const std::string& out_path, int rank, const std::string& dir) {
                 static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
             gloo::allreduce(opts);
           },
-          [&](torch::Tensor& t) { group->all_reduce({t}, lockstep::ReduceOp::Sum, /*blocking=*/true); });
+          {[&](torch::Tensor& t) { over_gloo.all_reduce(t); },
+           [&](torch::Tensor& t) { over_shm.all_reduce(t); }});
   return 0;
 }
 
@@ -160,12 +205,18 @@ int run(std::vector<std::string> argv, const std::map<std::string, std::string>&
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-std::map<size_t, Timing> read_results(const std::string& path) {
-  std::map<size_t, Timing> rows;
+// Per size: each variant's seconds and ratio, as measure() wrote them.
+std::map<size_t, std::vector<double>> read_results(const std::string& path) {
+  std::map<size_t, std::vector<double>> rows;
   std::ifstream in(path);
-  size_t bytes;
-  Timing t;
-  while (in >> bytes >> t.raw >> t.ours >> t.overhead >> t.relative) rows[bytes] = t;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    size_t bytes;
+    fields >> bytes;
+    double value;
+    while (fields >> value) rows[bytes].push_back(value);
+  }
   return rows;
 }
 
@@ -173,10 +224,12 @@ std::string size_name(size_t bytes) {
   return bytes >= (1u << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
 }
 
-std::string row(size_t bytes, const Timing& t) {
-  char text[200];
-  std::snprintf(text, sizeof(text), "%.1f | %.1f | %+.1f µs (%+.1f%%) | %.2f | %.2f", t.raw * 1e6, t.ours * 1e6,
-                t.overhead * 1e6, 100 * t.relative, bytes / t.raw / 1e9, bytes / t.ours / 1e9);
+// µs per call of each variant, their ratios to the raw engine, then GB/s of each.
+std::string row(size_t bytes, const std::vector<double>& v) {
+  const double raw = v[0], engine = v[2], shm = v[4];
+  char text[300];
+  std::snprintf(text, sizeof(text), "%.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f", raw * 1e6,
+                engine * 1e6, shm * 1e6, v[3], v[5], bytes / raw / 1e9, bytes / engine / 1e9, bytes / shm / 1e9);
   return text;
 }
 
@@ -185,7 +238,7 @@ int parent(const std::string& self) {
   const std::string dir = mkdtemp(pattern);
   const std::map<std::string, std::string> root_ok = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
                                                       {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
-  if (run({"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", self, "mpi", dir + "/mpi.txt"},
+  if (run({"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", self, "mpi", dir + "/mpi.txt", dir},
           root_ok) != 0) {
     return 1;
   }
@@ -198,13 +251,14 @@ int parent(const std::string& self) {
 
   const auto mpi = read_results(dir + "/mpi.txt");
   const auto gloo = read_results(dir + "/gloo.txt");
-  std::printf("| size | MPI µs | lockstep MPI µs | overhead | MPI GB/s | lockstep MPI GB/s "
-              "| gloo µs | lockstep gloo µs | overhead | gloo GB/s | lockstep gloo GB/s |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& [bytes, t] : mpi) {
-    std::printf("| %s | %s | %s |\n", size_name(bytes).c_str(), row(bytes, t).c_str(),
-                row(bytes, gloo.at(bytes)).c_str());
-  }
+  std::printf("Under mpirun: raw MPI_Allreduce, lockstep over MPI (LOCKSTEP_SHM=0), lockstep over shared memory\n");
+  std::printf("| size | MPI µs | lockstep MPI µs | lockstep shm µs | lockstep MPI / MPI | shm / MPI "
+              "| MPI GB/s | lockstep MPI GB/s | shm GB/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& [bytes, v] : mpi) std::printf("| %s | %s |\n", size_name(bytes).c_str(), row(bytes, v).c_str());
+  std::printf("\nWithout MPI: raw gloo, lockstep over gloo (LOCKSTEP_SHM=0), lockstep over shared memory\n");
+  std::printf("| size | gloo µs | lockstep gloo µs | lockstep shm µs | lockstep gloo / gloo | shm / gloo "
+              "| gloo GB/s | lockstep gloo GB/s | shm GB/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& [bytes, v] : gloo) std::printf("| %s | %s |\n", size_name(bytes).c_str(), row(bytes, v).c_str());
   fs::remove_all(dir);
   return 0;
 }
@@ -214,7 +268,7 @@ int parent(const std::string& self) {
 int main(int argc, char** argv) {
   at::set_num_threads(1);
   const std::string role = argc > 1 ? argv[1] : "";
-  if (role == "mpi" && argc == 3) return mpi_pair(argv[2]);
+  if (role == "mpi" && argc == 4) return mpi_pair(argv[2], argv[3]);
   if (role == "gloo" && argc == 5) return gloo_pair(argv[2], std::atoi(argv[3]), argv[4]);
   return parent(fs::canonical("/proc/self/exe"));
 }

@@ -47,6 +47,7 @@ std::string to_string(Collective kind) {
     case Collective::AllGather: return "all_gather";
     case Collective::ReduceScatter: return "reduce_scatter";
     case Collective::Barrier: return "barrier";
+    case Collective::NewGroup: return "new_group";
   }
   return "collective";
 }

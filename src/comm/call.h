@@ -10,7 +10,7 @@
 
 namespace lockstep {
 
-enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier };
+enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier, NewGroup };
 
 std::string to_string(Collective kind);
 

@@ -14,64 +14,68 @@ bool is_supported_dtype(at::ScalarType dtype) {
   }
 }
 
-void all_reduce(at::Tensor& tensor, ReduceOp op) {
-  default_group().all_reduce({tensor}, op, /*blocking=*/true);
+void all_reduce(at::Tensor& tensor, ReduceOp op, const ProcessGroup& group) {
+  communicator_of(group, "all_reduce").all_reduce({tensor}, op, /*blocking=*/true);
 }
 
-Work all_reduce_async(at::Tensor tensor, ReduceOp op) {
-  return default_group().all_reduce({std::move(tensor)}, op, /*blocking=*/false);
+Work all_reduce_async(at::Tensor tensor, ReduceOp op, const ProcessGroup& group) {
+  return communicator_of(group, "all_reduce").all_reduce({std::move(tensor)}, op, /*blocking=*/false);
 }
 
-void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op) {
-  default_group().all_reduce(tensors, op, /*blocking=*/true);
+void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op, const ProcessGroup& group) {
+  communicator_of(group, "all_reduce").all_reduce(tensors, op, /*blocking=*/true);
 }
 
-Work all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op) {
-  return default_group().all_reduce(std::move(tensors), op, /*blocking=*/false);
+Work all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op, const ProcessGroup& group) {
+  return communicator_of(group, "all_reduce").all_reduce(std::move(tensors), op, /*blocking=*/false);
 }
 
-void broadcast(at::Tensor& tensor, int root) {
-  default_group().broadcast({tensor}, root, /*blocking=*/true);
+void broadcast(at::Tensor& tensor, int root, const ProcessGroup& group) {
+  communicator_of(group, "broadcast").broadcast({tensor}, root, /*blocking=*/true);
 }
 
-Work broadcast_async(at::Tensor tensor, int root) {
-  return default_group().broadcast({std::move(tensor)}, root, /*blocking=*/false);
+Work broadcast_async(at::Tensor tensor, int root, const ProcessGroup& group) {
+  return communicator_of(group, "broadcast").broadcast({std::move(tensor)}, root, /*blocking=*/false);
 }
 
-void broadcast(std::vector<at::Tensor>& tensors, int root) {
-  default_group().broadcast(tensors, root, /*blocking=*/true);
+void broadcast(std::vector<at::Tensor>& tensors, int root, const ProcessGroup& group) {
+  communicator_of(group, "broadcast").broadcast(tensors, root, /*blocking=*/true);
 }
 
-Work broadcast_async(std::vector<at::Tensor> tensors, int root) {
-  return default_group().broadcast(std::move(tensors), root, /*blocking=*/false);
+Work broadcast_async(std::vector<at::Tensor> tensors, int root, const ProcessGroup& group) {
+  return communicator_of(group, "broadcast").broadcast(std::move(tensors), root, /*blocking=*/false);
 }
 
-void reduce(at::Tensor& tensor, int root, ReduceOp op) {
-  default_group().reduce(tensor, root, op, /*blocking=*/true);
+void reduce(at::Tensor& tensor, int root, ReduceOp op, const ProcessGroup& group) {
+  communicator_of(group, "reduce").reduce(tensor, root, op, /*blocking=*/true);
 }
 
-Work reduce_async(at::Tensor tensor, int root, ReduceOp op) {
-  return default_group().reduce(std::move(tensor), root, op, /*blocking=*/false);
+Work reduce_async(at::Tensor tensor, int root, ReduceOp op, const ProcessGroup& group) {
+  return communicator_of(group, "reduce").reduce(std::move(tensor), root, op, /*blocking=*/false);
 }
 
-std::vector<at::Tensor> all_gather(const at::Tensor& tensor) {
-  return default_group().all_gather(tensor, /*blocking=*/true).result();
+std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const ProcessGroup& group) {
+  return communicator_of(group, "all_gather").all_gather(tensor, /*blocking=*/true).result();
 }
 
-Work all_gather_async(at::Tensor tensor) {
-  return default_group().all_gather(std::move(tensor), /*blocking=*/false);
+Work all_gather_async(at::Tensor tensor, const ProcessGroup& group) {
+  return communicator_of(group, "all_gather").all_gather(std::move(tensor), /*blocking=*/false);
 }
 
-at::Tensor reduce_scatter(const at::Tensor& input, ReduceOp op) {
-  return default_group().reduce_scatter(input, op, /*blocking=*/true).result().at(0);
+at::Tensor reduce_scatter(const at::Tensor& input, ReduceOp op, const ProcessGroup& group) {
+  return communicator_of(group, "reduce_scatter").reduce_scatter(input, op, /*blocking=*/true).result().at(0);
 }
 
-Work reduce_scatter_async(at::Tensor input, ReduceOp op) {
-  return default_group().reduce_scatter(std::move(input), op, /*blocking=*/false);
+Work reduce_scatter_async(at::Tensor input, ReduceOp op, const ProcessGroup& group) {
+  return communicator_of(group, "reduce_scatter").reduce_scatter(std::move(input), op, /*blocking=*/false);
 }
 
-void barrier() { default_group().barrier(/*blocking=*/true); }
+void barrier(const ProcessGroup& group) {
+  communicator_of(group, "barrier").barrier(/*blocking=*/true);
+}
 
-Work barrier_async() { return default_group().barrier(/*blocking=*/false); }
+Work barrier_async(const ProcessGroup& group) {
+  return communicator_of(group, "barrier").barrier(/*blocking=*/false);
+}
 
 }  // namespace lockstep

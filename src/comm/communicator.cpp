@@ -1,6 +1,8 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -23,22 +25,23 @@ std::string shape_string(at::IntArrayRef sizes) {
   return out.str();
 }
 
-void check_tensor(const at::Tensor& t, Collective kind, const std::string& backend) {
-  const std::string where = "lockstep::" + to_string(kind) + ": ";
-  if (!t.defined()) throw Error(where + "the tensor is undefined");
+// Called on every collective: the messages are built only when something is wrong.
+void check_tensor(const at::Tensor& t, Collective kind, Backend backend) {
+  const auto where = [kind] { return "lockstep::" + to_string(kind) + ": "; };
+  if (!t.defined()) throw Error(where() + "the tensor is undefined");
   if (!t.device().is_cpu()) {
-    throw Error(where + "the tensor is on " + t.device().str() + " but the " + backend +
-                " backend works on CPU tensors; pass tensor.cpu()");
+    throw Error(where() + "the tensor is on " + t.device().str() + " but the " +
+                to_string(backend) + " backend works on CPU tensors; pass tensor.cpu()");
   }
   if (t.layout() != at::kStrided) {
-    throw Error(where + "sparse tensors are not supported; pass tensor.to_dense()");
+    throw Error(where() + "sparse tensors are not supported; pass tensor.to_dense()");
   }
   if (!t.is_contiguous()) {
-    throw Error(where + "the tensor of shape " + shape_string(t.sizes()) + " with strides " +
+    throw Error(where() + "the tensor of shape " + shape_string(t.sizes()) + " with strides " +
                 shape_string(t.strides()) + " is not contiguous; pass tensor.contiguous()");
   }
   if (!is_supported_dtype(t.scalar_type())) {
-    throw Error(where + "dtype " + std::string(c10::toString(t.scalar_type())) +
+    throw Error(where() + "dtype " + std::string(c10::toString(t.scalar_type())) +
                 " is not supported; use float32, float64, float16, bfloat16, int32, int64 "
                 "or uint8");
   }
@@ -62,11 +65,51 @@ struct CallSummary {
 
 }  // namespace
 
-Communicator::Communicator(int rank, int world_size, std::chrono::milliseconds timeout,
-                           bool debug)
-    : rank_(rank), world_size_(world_size), timeout_(timeout), debug_(debug) {}
+Communicator::Communicator(std::unique_ptr<Transport> transport, Backend backend,
+                           std::chrono::milliseconds timeout, bool debug)
+    : transport_(std::move(transport)),
+      rank_(transport_->rank()),
+      world_size_(transport_->size()),
+      backend_(backend),
+      timeout_(timeout),
+      debug_(debug) {
+  if (!transport_->can_give_up()) watchdog_ = std::thread([this] { watch(); });
+}
 
-Communicator::~Communicator() { stop_worker(); }
+Communicator::~Communicator() {
+  stop_worker();
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      stop_watching_ = true;
+    }
+    watch_stop_.notify_all();
+    watchdog_.join();
+  }
+}
+
+void Communicator::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.empty()) failure_ = "lockstep::shutdown() ended the process group";
+}
+
+void Communicator::watch() {
+  const auto period = std::min<std::chrono::milliseconds>(
+      timeout_ / 10 + std::chrono::milliseconds(1), std::chrono::seconds(1));
+  std::unique_lock<std::mutex> lock(watch_mutex_);
+  while (!watch_stop_.wait_for(lock, period, [&] { return stop_watching_; })) {
+    const auto now_running = running();
+    if (!now_running || now_running->second < timeout_) continue;
+    // The call cannot be cancelled: ending the job is the only way not to hang forever.
+    std::fprintf(stderr,
+                 "lockstep: rank %d: %s did not complete within %.1f s: a rank died, hangs, or "
+                 "called a different collective. Ending the job.\n",
+                 rank_, now_running->first.c_str(),
+                 std::chrono::duration<double>(timeout_).count());
+    std::fflush(stderr);
+    std::_Exit(EXIT_FAILURE);
+  }
+}
 
 void Communicator::stop_worker() {
   {
@@ -81,12 +124,12 @@ void Communicator::stop_worker() {
 // ---- collectives: check arguments on the caller's thread, then queue the work ----
 
 Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking) {
-  for (const auto& t : tensors) check_tensor(t, Collective::AllReduce, to_string(backend()));
+  for (const auto& t : tensors) check_tensor(t, Collective::AllReduce, backend_);
   if (tensors.empty()) return Work();
   Call call(Collective::AllReduce, tensors, op);
   return submit(std::move(call), [this, tensors, op](const Call& c) mutable {
     for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
-      run_all_reduce(packed, on_the_wire(op), tag);
+      transport_->all_reduce(packed, on_the_wire(op), tag);
     });
     if (op == ReduceOp::Avg) {
       for (auto& t : tensors) divide_by_world_size(t);
@@ -96,13 +139,13 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
 }
 
 Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blocking) {
-  for (const auto& t : tensors) check_tensor(t, Collective::Broadcast, to_string(backend()));
+  for (const auto& t : tensors) check_tensor(t, Collective::Broadcast, backend_);
   check_root(root, world_size_, Collective::Broadcast);
   if (tensors.empty()) return Work();
   Call call(Collective::Broadcast, tensors, ReduceOp::Sum, root);
   return submit(std::move(call), [this, tensors, root](const Call& c) mutable {
     for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
-      run_broadcast(packed, root, tag);
+      transport_->broadcast(packed, root, tag);
     });
     return tensors;
   }, blocking);
@@ -129,31 +172,31 @@ void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t ta
 }
 
 Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking) {
-  check_tensor(tensor, Collective::Reduce, to_string(backend()));
+  check_tensor(tensor, Collective::Reduce, backend_);
   check_root(root, world_size_, Collective::Reduce);
   Call call(Collective::Reduce, {tensor}, op, root);
   return submit(std::move(call), [this, tensor, root, op](const Call& c) mutable {
     const ReduceOp wire_op = on_the_wire(op);
-    if (tensor.numel() > 0) run_reduce(tensor, root, wire_op, c.tag());
+    if (tensor.numel() > 0) transport_->reduce(tensor, root, wire_op, c.tag());
     if (op == ReduceOp::Avg && rank_ == root) divide_by_world_size(tensor);
     return std::vector<at::Tensor>{tensor};
   }, blocking);
 }
 
 Work Communicator::all_gather(at::Tensor tensor, bool blocking) {
-  check_tensor(tensor, Collective::AllGather, to_string(backend()));
+  check_tensor(tensor, Collective::AllGather, backend_);
   Call call(Collective::AllGather, {tensor});
   return submit(std::move(call), [this, tensor](const Call& c) {
     std::vector<int64_t> shape{world_size_};
     shape.insert(shape.end(), tensor.sizes().begin(), tensor.sizes().end());
     at::Tensor gathered = at::empty(shape, tensor.options());
-    if (tensor.numel() > 0) run_all_gather(tensor, gathered, c.tag());
+    if (tensor.numel() > 0) transport_->all_gather(tensor, gathered, c.tag());
     return gathered.unbind(0);
   }, blocking);
 }
 
 Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) {
-  check_tensor(input, Collective::ReduceScatter, to_string(backend()));
+  check_tensor(input, Collective::ReduceScatter, backend_);
   if (input.dim() == 0 || input.size(0) % world_size_ != 0) {
     throw Error("lockstep::reduce_scatter: the input's first dimension must be divisible by "
                 "the world size " + std::to_string(world_size_) + ", but its shape is " +
@@ -165,24 +208,25 @@ Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) 
     shape[0] /= world_size_;
     at::Tensor output = at::empty(shape, input.options());
     const ReduceOp wire_op = on_the_wire(op);
-    if (input.numel() > 0) run_reduce_scatter(input, output, wire_op, c.tag());
+    if (input.numel() > 0) transport_->reduce_scatter(input, output, wire_op, c.tag());
     if (op == ReduceOp::Avg) divide_by_world_size(output);
     return std::vector<at::Tensor>{output};
   }, blocking);
 }
 
-Work Communicator::barrier(bool blocking) {
-  return submit(Call(Collective::Barrier, {}), [this](const Call& c) {
-    run_barrier(c.tag());
+void Communicator::run_in_order(const std::function<void()>& body) {
+  Call call(Collective::NewGroup, {});
+  submit(std::move(call), [&body](const Call&) {
+    body();
     return std::vector<at::Tensor>{};
-  }, blocking);
+  }, /*blocking=*/true);
 }
 
-void Communicator::run_reduce_scatter(const at::Tensor& input, at::Tensor& output,
-                                      ReduceOp op, uint32_t tag) {
-  at::Tensor reduced = input.clone();
-  run_all_reduce(reduced, op, tag);
-  output.copy_(reduced.chunk(world_size_, 0)[rank_]);
+Work Communicator::barrier(bool blocking) {
+  return submit(Call(Collective::Barrier, {}), [this](const Call& c) {
+    transport_->barrier(c.tag());
+    return std::vector<at::Tensor>{};
+  }, blocking);
 }
 
 void Communicator::divide_by_world_size(at::Tensor& tensor) const {
@@ -275,6 +319,13 @@ void Communicator::execute(Task& task) {
     outputs = task.body(task.call);
   } catch (const MismatchError&) {
     error = std::current_exception();  // found before any data moved: the group stays usable
+  } catch (const CallsDiffer&) {
+    try {
+      error = std::make_exception_ptr(MismatchError(how_calls_differ(task.call)));
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      mark_failed(e.what());
+    }
   } catch (const Error& e) {
     error = std::current_exception();
     mark_failed(e.what());
@@ -309,32 +360,41 @@ Communicator::running() const {
 
 // ---- mismatch checks and failure messages ----
 
-bool Communicator::same_fingerprint_everywhere(uint64_t) { return true; }
-
 void Communicator::check_same_call(const Call& call) {
   if (!debug_) {
-    if (!checks_every_call() || same_fingerprint_everywhere(call.fingerprint())) return;
+    if (!transport_->checks_every_call() ||
+        transport_->same_fingerprint_everywhere(call.fingerprint())) {
+      return;
+    }
   }
+  const std::string differ = how_calls_differ(call);
+  if (!differ.empty()) throw MismatchError(differ);
+}
+
+std::string Communicator::how_calls_differ(const Call& call) {
   CallSummary mine{};
   mine.fingerprint = call.fingerprint();
   std::strncpy(mine.text, call.describe().c_str(), sizeof(mine.text) - 1);
   std::vector<CallSummary> all(world_size_);
   // The tag depends on the sequence number only: the calls being compared may differ.
   const uint32_t tag = 0x80000000u | static_cast<uint32_t>(call.seq);
-  all_gather_bytes(&mine, all.data(), sizeof(CallSummary), tag);
+  transport_->all_gather_bytes(&mine, all.data(), sizeof(CallSummary), tag);
   const bool same = std::all_of(all.begin(), all.end(), [&](const CallSummary& s) {
     return s.fingerprint == mine.fingerprint;
   });
-  if (same) return;
+  if (same) return "";
   std::ostringstream message;
   message << "lockstep: ranks called different collectives (every rank must pass the same "
              "shapes, dtypes, ops and roots, in the same order):";
   for (int r = 0; r < world_size_; ++r) message << "\n  rank " << r << ": " << all[r].text;
-  throw MismatchError(message.str());
+  return message.str();
 }
 
 std::exception_ptr Communicator::explain_failure(const Call& call, const std::exception& failure,
                                                  std::chrono::steady_clock::duration elapsed) {
+  if (auto explained = transport_->explain_failure(call, failure, elapsed, timeout_)) {
+    return explained;
+  }
   const std::string message = "lockstep: rank " + std::to_string(rank_) + ": " +
                               call.describe() + " failed: " + failure.what();
   if (elapsed >= timeout_) return std::make_exception_ptr(TimeoutError(message));

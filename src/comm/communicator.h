@@ -13,28 +13,35 @@
 #include <vector>
 
 #include "comm/call.h"
+#include "comm/transport.h"
+#include "lockstep/comm/error.h"
 #include "lockstep/comm/types.h"
 #include "lockstep/comm/work.h"
 
 namespace lockstep {
 
-/// A process group: the collectives every backend offers, with what they share done once
+/// A process group: the collectives every transport offers, with what they share done once
 /// here (argument checks, Avg, packing many tensors into one, ordering of async work,
-/// mismatch checks, errors that name the call), and the moving of bytes left to backends.
+/// mismatch checks, errors that name the call), and the moving of bytes left to the
+/// transport.
 ///
 /// Collectives run one at a time in the order they were called: a blocking call runs on
 /// the caller's thread when nothing is queued, async calls on one background thread.
 class Communicator {
  public:
-  Communicator(int rank, int world_size, std::chrono::milliseconds timeout, bool debug);
-  virtual ~Communicator();
+  /// `backend` is the engine the user chose (what lockstep::backend() reports), whatever
+  /// transport carries this group's bytes.
+  Communicator(std::unique_ptr<Transport> transport, Backend backend,
+               std::chrono::milliseconds timeout, bool debug);
+  ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  virtual Backend backend() const = 0;
+  Backend backend() const { return backend_; }
+  Transport& transport() { return *transport_; }
 
   Work all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking);
   Work broadcast(std::vector<at::Tensor> tensors, int root, bool blocking);
@@ -46,36 +53,15 @@ class Communicator {
   /// True once a collective failed in a way that leaves the group unusable.
   bool has_failed() const;
 
+  /// Runs `body` in this group's turn, like a collective called now: how new_group
+  /// connects a sub-group in the same order on every rank of its parent.
+  void run_in_order(const std::function<void()>& body);
+
+  /// Refuses every later call (at shutdown, for groups that outlive it).
+  void close();
+
   /// Description of the collective running now and for how long, if one is (for watchdogs).
   std::optional<std::pair<std::string, std::chrono::steady_clock::duration>> running() const;
-
- protected:
-  // Backend primitives. They run one at a time, on tensors already checked, for a call
-  // whose tag is the same on every rank that made the same call. `op` is never Avg.
-  virtual void run_all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) = 0;
-  virtual void run_broadcast(at::Tensor& tensor, int root, uint32_t tag) = 0;
-  /// Leaves non-root tensors unchanged.
-  virtual void run_reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) = 0;
-  /// `output` is [world_size, *input.shape].
-  virtual void run_all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) = 0;
-  /// Default: all_reduce a copy of `input`, keep this rank's slice.
-  virtual void run_reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                                  uint32_t tag);
-  virtual void run_barrier(uint32_t tag) = 0;
-  virtual void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) = 0;
-
-  /// Backends whose mismatched calls could corrupt memory (MPI) compare fingerprints
-  /// before every collective; others rely on tags and compare only in debug mode.
-  virtual bool checks_every_call() const { return false; }
-  virtual bool same_fingerprint_everywhere(uint64_t fingerprint);
-
-  /// Turns a backend failure into the error the user sees. The default names the call;
-  /// backends that can still reach the other ranks (through a store) say what they did.
-  virtual std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
-                                             std::chrono::steady_clock::duration elapsed);
-
-  /// Derived destructors call this first: the background thread calls their methods.
-  void stop_worker();
 
  private:
   using Body = std::function<std::vector<at::Tensor>(const Call&)>;
@@ -92,15 +78,23 @@ class Communicator {
   void run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks);
   void mark_failed(const std::string& what);
   void check_same_call(const Call& call);
+  /// Every rank sends what it called: how the calls differ, or "" when they do not.
+  std::string how_calls_differ(const Call& call);
+  std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
+                                     std::chrono::steady_clock::duration elapsed);
+  void stop_worker();
   void worker_loop();
+  void watch();
   void divide_by_world_size(at::Tensor& tensor) const;
   /// Runs `run` on each tensor, or, for several, on one packed buffer per dtype (tags
   /// counting up from `tag`), copying the results back.
   void for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag,
                        const std::function<void(at::Tensor&, uint32_t)>& run);
 
+  const std::unique_ptr<Transport> transport_;
   const int rank_;
   const int world_size_;
+  const Backend backend_;
   const std::chrono::milliseconds timeout_;
   const bool debug_;
 
@@ -116,6 +110,12 @@ class Communicator {
   mutable std::mutex running_mutex_;
   const Call* running_call_ = nullptr;
   std::chrono::steady_clock::time_point running_since_;
+
+  // Only for transports that cannot give up (see Transport::can_give_up).
+  std::mutex watch_mutex_;
+  std::condition_variable watch_stop_;
+  bool stop_watching_ = false;
+  std::thread watchdog_;
 };
 
 }  // namespace lockstep

@@ -210,6 +210,10 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
   if (spec.timeout.count() <= 0) throw ConfigError("lockstep: InitOptions::timeout must be positive");
   spec.debug = options.debug() ? *options.debug()
                                : parse_bool(env("LOCKSTEP_DEBUG").value_or(""), "LOCKSTEP_DEBUG");
+  spec.shared_memory = options.shared_memory()
+                           ? *options.shared_memory()
+                           : parse_bool(env("LOCKSTEP_SHM").value_or("1"), "LOCKSTEP_SHM");
+  if (auto node = env("GROUP_RANK")) spec.node_rank = parse_int(*node, "GROUP_RANK");
   return spec;
 }
 

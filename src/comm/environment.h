@@ -26,6 +26,11 @@ struct WorldSpec {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   bool debug = false;
   bool launched_by_mpirun = false;
+  /// Local ranks meet in shared memory (LOCKSTEP_SHM, default on).
+  bool shared_memory = true;
+  /// The launcher's node (torchrun's and lockstep run's GROUP_RANK): ranks of different
+  /// launchers never share memory, even on one machine.
+  std::optional<int> node_rank;
 };
 
 /// Looks up an environment variable; tests pass a map instead of the process environment.

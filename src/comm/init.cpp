@@ -5,9 +5,9 @@
 
 #include <mpi.h>
 
+#include "comm/connect_group.h"
 #include "comm/environment.h"
 #include "comm/process_group.h"
-#include "comm/rendezvous.h"
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
 
@@ -15,25 +15,37 @@ namespace lockstep {
 namespace {
 
 // The one process-group singleton (see STYLE.md): created by init(), ended by shutdown()
-// or at exit.
+// or at exit. Sub-groups are remembered so that shutdown can end them too.
 std::mutex group_mutex;
-Group* group = nullptr;
+std::shared_ptr<detail::GroupState> world_group;
+std::vector<std::weak_ptr<detail::GroupState>> sub_groups;
+int this_local_rank = 0;
+int this_local_world_size = 1;
 
-
-Group& joined() {
-  if (group == nullptr) throw Error("lockstep: call lockstep::init() first");
-  return *group;
+detail::GroupState& joined() {
+  std::lock_guard<std::mutex> lock(group_mutex);
+  if (world_group == nullptr) throw Error("lockstep: call lockstep::init() first");
+  return *world_group;
 }
 
 void leave(bool gracefully) {
-  std::lock_guard<std::mutex> lock(group_mutex);
-  if (group == nullptr) return;
-  std::unique_ptr<Group> ending(group);
-  group = nullptr;
-  // A last barrier keeps rank 0 (which may host the store) alive until everyone is done.
-  if (gracefully && !ending->communicator->has_failed()) {
-    ending->communicator->barrier(/*blocking=*/true);
+  std::shared_ptr<detail::GroupState> ending;
+  std::vector<std::weak_ptr<detail::GroupState>> ending_subs;
+  {
+    std::lock_guard<std::mutex> lock(group_mutex);
+    ending = std::move(world_group);
+    ending_subs = std::move(sub_groups);
+    world_group = nullptr;
+    sub_groups.clear();
   }
+  if (ending == nullptr) return;
+  for (auto& weak : ending_subs) {
+    if (auto sub = weak.lock(); sub && sub->communicator) sub->communicator->close();
+  }
+  // A last barrier keeps rank 0 (which may host the store) alive until everyone is done.
+  Communicator& communicator = *ending->communicator;
+  if (gracefully && !communicator.has_failed()) communicator.barrier(/*blocking=*/true);
+  communicator.close();
 }
 
 void leave_at_exit() {
@@ -59,9 +71,34 @@ void survive_dead_peers() {
   }
 }
 
+std::shared_ptr<detail::GroupState> make_world_group(const WorldSpec& spec) {
+  auto group = std::make_shared<detail::GroupState>();
+  group->world = join_world(spec);
+  group->name = "world";
+  group->rank = spec.rank;
+  for (int r = 0; r < spec.world_size; ++r) group->world_ranks.push_back(r);
+  World& world = *group->world;
+  auto transport = connect_group(world, group->world_ranks, group->name,
+                                 [&](const std::string& mine) {
+                                   return world.gather("world/gather", mine);
+                                 });
+  group->communicator = std::make_unique<Communicator>(std::move(transport), spec.backend,
+                                                       spec.timeout, spec.debug);
+  return group;
+}
+
 }  // namespace
 
-Communicator& default_group() { return *joined().communicator; }
+namespace detail {
+
+GroupState& default_group_state() { return joined(); }
+
+void remember_group(const std::shared_ptr<GroupState>& group) {
+  std::lock_guard<std::mutex> lock(group_mutex);
+  sub_groups.push_back(group);
+}
+
+}  // namespace detail
 
 void init(const InitOptions& options) {
   static std::once_flag exit_hook;
@@ -70,24 +107,34 @@ void init(const InitOptions& options) {
     survive_dead_peers();
   });
   const WorldSpec spec = discover_world(options, process_environment());
-  std::lock_guard<std::mutex> lock(group_mutex);
-  if (group != nullptr) {
+  if (is_initialized()) {
     throw Error("lockstep::init() was called twice; call lockstep::shutdown() first");
   }
-  group = new Group(join_group(spec));
+  auto group = make_world_group(spec);
+  const auto [local_rank, local_size] = local_place(group->world->hosts(), spec.rank);
+  std::lock_guard<std::mutex> lock(group_mutex);
+  world_group = std::move(group);
+  this_local_rank = spec.local_rank.value_or(local_rank);
+  this_local_world_size = spec.local_world_size.value_or(local_size);
 }
 
 void shutdown() { leave(/*gracefully=*/true); }
 
 bool is_initialized() {
   std::lock_guard<std::mutex> lock(group_mutex);
-  return group != nullptr;
+  return world_group != nullptr;
 }
 
-int rank() { return joined().communicator->rank(); }
-int world_size() { return joined().communicator->world_size(); }
-int local_rank() { return joined().local_rank; }
-int local_world_size() { return joined().local_world_size; }
-Backend backend() { return joined().communicator->backend(); }
+int rank() { return joined().rank; }
+int world_size() { return static_cast<int>(joined().world_ranks.size()); }
+int local_rank() {
+  joined();
+  return this_local_rank;
+}
+int local_world_size() {
+  joined();
+  return this_local_world_size;
+}
+Backend backend() { return joined().world->spec().backend; }
 
 }  // namespace lockstep

@@ -1,10 +1,12 @@
-#include "comm/rendezvous.h"
+#include "comm/world.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -15,10 +17,11 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/gloo_communicator.h"
+#include "comm/gloo_transport.h"
 #include "comm/tcp_probe.h"
 #include "lockstep/comm/error.h"
 
@@ -130,12 +133,6 @@ StorePtr open_store(const WorldSpec& spec) {
   throw ConfigError("lockstep: the gloo backend cannot meet through " + to_string(spec.method));
 }
 
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // The local address the kernel would use to reach `host`: the one other ranks can reach
 // this rank on, whatever interfaces the machine has.
 std::string local_address_towards(const std::string& host) {
@@ -170,7 +167,9 @@ gloo::transport::tcp::attr device_attr(const WorldSpec& spec) {
     attr.hostname = local_address_towards(spec.master_addr);
   }
   if (attr.iface.empty() && attr.hostname.empty()) {
-    attr.hostname = local_address_towards(host_name());
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    attr.hostname = local_address_towards(name);
     if (attr.hostname.empty()) attr.hostname = "127.0.0.1";
   }
   return attr;
@@ -181,10 +180,10 @@ std::string store_name(const WorldSpec& spec) {
                                         : "the file store in '" + spec.file_path + "'";
 }
 
-// Every rank announces itself with its host name; this waits for all and names the
-// missing ones if some never come.
+// Every rank announces its host; this waits for all and names the missing ones if some
+// never come.
 std::vector<std::string> meet_everyone(gloo::rendezvous::Store& store, const WorldSpec& spec) {
-  const std::string me = host_name();
+  const std::string me = host_identity(spec);
   store.set("host-" + std::to_string(spec.rank), std::vector<char>(me.begin(), me.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < spec.world_size; ++r) keys.push_back("host-" + std::to_string(r));
@@ -214,40 +213,88 @@ std::vector<std::string> meet_everyone(gloo::rendezvous::Store& store, const Wor
   return hosts;
 }
 
-Group join_gloo_group(const WorldSpec& spec) {
-  StorePtr store = open_store(spec);
-  const auto hosts = meet_everyone(*store, spec);
+// The ranks meet through a store; the engine is gloo, connected per group under the
+// group's own key prefix.
+class StoreWorld : public World {
+ public:
+  StoreWorld(const WorldSpec& spec, StorePtr store, std::vector<std::string> hosts)
+      : World(spec, std::move(hosts)), store_(std::move(store)) {}
 
-  auto context = std::make_shared<gloo::rendezvous::Context>(spec.rank, spec.world_size);
-  context->setTimeout(spec.timeout);
-  try {
-    auto device = gloo::transport::tcp::CreateDevice(device_attr(spec));
-    context->connectFullMesh(*store, device);
-  } catch (const std::exception& e) {
-    throw Error("lockstep: rank " + std::to_string(spec.rank) +
-                " could not connect to the other ranks through " + store_name(spec) + ": " +
-                e.what());
+  std::vector<std::string> gather(const std::string& key, const std::string& mine) override {
+    const int n = spec().world_size;
+    if (n == 1) return {mine};
+    // gloo's file store cannot hold empty values: each travels behind one byte.
+    const std::string value = "=" + mine;
+    store_->set(key + "/" + std::to_string(spec().rank), std::vector<char>(value.begin(), value.end()));
+    std::vector<std::string> keys;
+    for (int r = 0; r < n; ++r) keys.push_back(key + "/" + std::to_string(r));
+    store_->wait(keys, spec().timeout);
+    std::vector<std::string> all;
+    for (const auto& k : keys) {
+      const auto value = store_->get(k);
+      all.emplace_back(value.begin() + 1, value.end());
+    }
+    return all;
   }
 
-  Group group;
-  group.local_rank = 0;
-  group.local_world_size = 0;
-  for (int r = 0; r < spec.world_size; ++r) {
-    if (hosts[r] != hosts[spec.rank]) continue;
-    if (r < spec.rank) ++group.local_rank;
-    ++group.local_world_size;
+  std::unique_ptr<Transport> connect_engine(const std::vector<int>& ranks,
+                                            const std::string& name) override {
+    const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());
+    auto store = std::make_shared<gloo::rendezvous::PrefixStore>(name, *store_);
+    auto context = std::make_shared<gloo::rendezvous::Context>(me, static_cast<int>(ranks.size()));
+    context->setTimeout(spec().timeout);
+    try {
+      if (!device_) device_ = gloo::transport::tcp::CreateDevice(device_attr(spec()));
+      context->connectFullMesh(*store, device_);
+    } catch (const std::exception& e) {
+      throw Error("lockstep: rank " + std::to_string(spec().rank) +
+                  " could not connect to the other ranks through " + store_name(spec()) + ": " +
+                  e.what());
+    }
+    // The prefix store refers to store_, which this world keeps alive.
+    return std::make_unique<GlooTransport>(context, store, spec().timeout, ranks);
   }
-  group.local_rank = spec.local_rank.value_or(group.local_rank);
-  group.local_world_size = spec.local_world_size.value_or(group.local_world_size);
-  group.communicator = std::make_unique<GlooCommunicator>(context, store, spec.timeout, spec.debug);
-  return group;
-}
+
+ private:
+  StorePtr store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+};
 
 }  // namespace
 
-Group join_group(const WorldSpec& spec) {
-  if (spec.backend == Backend::Mpi) return join_mpi_group(spec);
-  return join_gloo_group(spec);
+std::string host_identity(const WorldSpec& spec) {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string identity = name;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  identity += " boot " + boot_id;
+  for (const char* shared : {"/dev/shm", "/proc/self/ns/pid"}) {
+    struct stat status {};
+    if (stat(shared, &status) == 0) {
+      identity += " " + std::to_string(status.st_dev) + ":" + std::to_string(status.st_ino);
+    }
+  }
+  if (spec.node_rank) identity += " node " + std::to_string(*spec.node_rank);
+  return identity;
+}
+
+std::pair<int, int> local_place(const std::vector<std::string>& hosts, int rank) {
+  int local_rank = 0, local_size = 0;
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    if (hosts[r] != hosts[rank]) continue;
+    if (r < rank) ++local_rank;
+    ++local_size;
+  }
+  return {local_rank, local_size};
+}
+
+std::shared_ptr<World> join_world(const WorldSpec& spec) {
+  if (spec.backend == Backend::Mpi) return join_mpi_world(spec);
+  StorePtr store = open_store(spec);
+  auto hosts = meet_everyone(*store, spec);
+  return std::make_shared<StoreWorld>(spec, std::move(store), std::move(hosts));
 }
 
 }  // namespace lockstep

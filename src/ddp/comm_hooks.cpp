@@ -11,7 +11,7 @@ namespace {
 CommHook compressing_hook(at::ScalarType wire_dtype) {
   return [wire_dtype](GradBucket& bucket) -> ReducedBucket {
     at::Tensor compressed = bucket.buffer.to(wire_dtype);
-    Work work = all_reduce_async(compressed, ReduceOp::Sum);
+    Work work = all_reduce_async(compressed, ReduceOp::Sum, bucket.group);
     at::Tensor buffer = bucket.buffer;
     return [work, compressed, buffer]() mutable {
       work.wait();
@@ -25,7 +25,7 @@ CommHook compressing_hook(at::ScalarType wire_dtype) {
 
 CommHook allreduce_hook() {
   return [](GradBucket& bucket) -> ReducedBucket {
-    Work work = all_reduce_async(bucket.buffer, ReduceOp::Sum);
+    Work work = all_reduce_async(bucket.buffer, ReduceOp::Sum, bucket.group);
     at::Tensor buffer = bucket.buffer;
     return [work, buffer] {
       work.wait();

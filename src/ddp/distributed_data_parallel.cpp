@@ -1,5 +1,6 @@
 #include "lockstep/ddp/distributed_data_parallel.h"
 
+#include "comm/process_group.h"
 #include "ddp/gradient_reducer.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/error.h"
@@ -12,7 +13,7 @@ namespace {
 double gradient_scale(const DDPOptions& options) {
   if (options.gradient_scale()) return *options.gradient_scale();
   switch (options.reduce_op()) {
-    case ReduceOp::Avg: return 1.0 / world_size();
+    case ReduceOp::Avg: return 1.0 / options.group().size();
     case ReduceOp::Sum: return 1.0;
     default: break;
   }
@@ -27,9 +28,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                                  DDPOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
   if (!is_initialized()) throw Error("lockstep::DistributedDataParallel: call lockstep::init() first");
-  synchronize(*module_, options_.root());  // also fails on every rank if the models differ
+  // A handle that stays this group after a later init() (the default one would follow it).
+  options_.group(ProcessGroup(options_.group().state().shared_from_this()));
+  // Also fails on every rank if the models differ.
+  synchronize(*module_, options_.root(), options_.group());
   const double scale = gradient_scale(options_);
-  if (world_size() == 1 && scale == 1.0) return;  // nothing to reduce: no hooks, no cost
+  if (options_.group().size() == 1 && scale == 1.0) return;  // nothing to reduce: no hooks, no cost
 
   std::vector<at::Tensor> parameters;
   std::vector<std::string> names;
@@ -43,6 +47,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   reducer.scale = scale;
   reducer.find_unused_parameters = options_.find_unused_parameters();
   reducer.root = options_.root();
+  reducer.group = options_.group();
   reducer.comm_hook = options_.comm_hook() ? options_.comm_hook() : allreduce_hook();
   if (options_.broadcast_buffers()) reducer.after_backward = [this] { broadcast_buffers(); };
   reducer_ = std::make_unique<GradientReducer>(std::move(parameters), std::move(names), std::move(reducer));
@@ -60,7 +65,7 @@ DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
 
 void DistributedDataParallel::broadcast_buffers() {
   std::vector<at::Tensor> buffers = module_->buffers();
-  if (!buffers.empty()) broadcast(buffers, options_.root());
+  if (!buffers.empty()) broadcast(buffers, options_.root(), options_.group());
 }
 
 std::vector<std::vector<size_t>> DistributedDataParallel::buckets() const {

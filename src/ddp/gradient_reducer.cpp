@@ -103,7 +103,7 @@ void GradientReducer::launch_ready_buckets() {
   // Strictly in bucket order: every rank must issue the same collectives in the same order.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_to_launch_];
-    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer};
+    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group};
     bucket.reduced = options_.comm_hook(view);
     ++next_to_launch_;
   }
@@ -143,7 +143,7 @@ void GradientReducer::finish_backward() {
   if (used.defined()) {
     // Which parameters some rank used: those no rank used keep their grad() untouched,
     // exactly as in a single process. After every bucket, so all ranks queue it alike.
-    all_reduce_async(used, ReduceOp::Max).wait();
+    all_reduce_async(used, ReduceOp::Max, options_.group).wait();
   }
   for (auto& bucket : buckets_) {
     const at::Tensor reduced = bucket.reduced();
@@ -171,7 +171,7 @@ void GradientReducer::rebuild_buckets_in_arrival_order() {
     if (std::find(order.begin(), order.end(), static_cast<int64_t>(i)) == order.end()) order.push_back(i);
   }
   at::Tensor shared = at::tensor(order, at::kLong);
-  broadcast(shared, options_.root);
+  broadcast(shared, options_.root, options_.group);
   const int64_t* root_order = shared.data_ptr<int64_t>();
   build_buckets(std::vector<size_t>(root_order, root_order + shared.numel()));
   rebuilt_ = true;

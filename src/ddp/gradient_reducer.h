@@ -22,6 +22,7 @@ class GradientReducer {
     double scale;  // applied to each gradient as it enters its bucket
     bool find_unused_parameters;
     int root;  // whose observed gradient order the buckets are rebuilt in
+    ProcessGroup group;
     CommHook comm_hook;
     std::function<void()> after_backward;  // e.g. broadcasting buffers
   };

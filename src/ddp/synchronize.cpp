@@ -74,13 +74,13 @@ std::vector<Entry> split(const std::string& text) {
 }
 
 // Every rank's text, padded to the longest so that all_gather sees one shape everywhere.
-std::vector<std::string> gather_texts(const std::string& text,
+std::vector<std::string> gather_texts(const ProcessGroup& group, const std::string& text,
                                       const std::vector<int64_t>& lengths) {
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   at::Tensor mine = at::zeros({longest}, at::kByte);
   std::copy(text.begin(), text.end(), mine.data_ptr<uint8_t>());
   std::vector<std::string> texts;
-  const auto parts = all_gather(mine);
+  const auto parts = all_gather(mine, group);
   for (size_t r = 0; r < parts.size(); ++r) {
     const auto* bytes = parts[r].data_ptr<uint8_t>();
     texts.emplace_back(bytes, bytes + lengths[r]);
@@ -113,12 +113,13 @@ std::string first_difference(const std::string& what, int rank, const std::vecto
 // Checks, in one small all_gather, that every rank passed the same root and holds the same
 // list of tensors. When they differ, a second all_gather brings every rank's list to every
 // rank, so that all of them throw the same MismatchError instead of some hanging.
-void agree_with_root(const std::string& what, const std::vector<Entry>& entries, int root) {
+void agree_with_root(const std::string& what, const std::vector<Entry>& entries, int root,
+                     const ProcessGroup& group) {
   const std::string text = join(entries);
   const at::Tensor mine = at::tensor(
       std::vector<int64_t>{fingerprint(text), static_cast<int64_t>(text.size()), root}, at::kLong);
   std::vector<int64_t> fingerprints, lengths, roots;
-  for (const auto& part : all_gather(mine)) {
+  for (const auto& part : all_gather(mine, group)) {
     const auto* values = part.data_ptr<int64_t>();
     fingerprints.push_back(values[0]);
     lengths.push_back(values[1]);
@@ -139,7 +140,7 @@ void agree_with_root(const std::string& what, const std::vector<Entry>& entries,
   bool same = true;
   for (int r = 0; r < n; ++r) same = same && fingerprints[r] == fingerprints[root];
   if (same) return;
-  const auto texts = gather_texts(text, lengths);
+  const auto texts = gather_texts(group, text, lengths);
   for (int r = 0; r < n; ++r) {
     if (texts[r] != texts[root]) {
       throw MismatchError(first_difference(what, r, split(texts[r]), root, split(texts[root])));
@@ -152,15 +153,16 @@ void agree_with_root(const std::string& what, const std::vector<Entry>& entries,
 // Root's values land in every rank's tensors, in one broadcast per dtype. The collectives take
 // contiguous CPU tensors of a few dtypes; other tensors travel as a contiguous CPU copy (as
 // raw bytes when their dtype cannot travel) that is copied back.
-void broadcast_into(const std::vector<at::Tensor>& tensors, int root) {
+void broadcast_into(const std::vector<at::Tensor>& tensors, int root,
+                    const ProcessGroup& group) {
   std::vector<at::Tensor> staged, wire;
   for (const auto& t : tensors) {
     staged.push_back(t.device().is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous());
     wire.push_back(is_supported_dtype(t.scalar_type()) ? staged.back()
                                                   : staged.back().view(-1).view(at::kByte));
   }
-  broadcast(wire, root);
-  if (rank() == root) return;
+  broadcast(wire, root, group);
+  if (group.rank() == root) return;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!staged[i].is_same(tensors[i])) tensors[i].copy_(staged[i]);
   }
@@ -170,12 +172,13 @@ void broadcast_into(const std::vector<at::Tensor>& tensors, int root) {
 // then root broadcasts the state tensors (one collective per dtype each time).
 template <typename Kind>
 void synchronize_state(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params,
-                       const std::vector<std::string>& labels, int root) {
-  const bool is_root = rank() == root;
+                       const std::vector<std::string>& labels, int root,
+                       const ProcessGroup& group) {
+  const bool is_root = group.rank() == root;
   const auto options = detail::options_of<Kind>(optimizer);
   std::vector<at::Tensor> tables{detail::options_table<Kind>(options),
                                  detail::state_table<Kind>(optimizer, params)};
-  broadcast(tables, root);
+  broadcast(tables, root, group);
 
   const at::Tensor unlike = (tables[1] == detail::kUnlikeParameter).nonzero();
   if (unlike.size(0) > 0) {
@@ -189,12 +192,12 @@ void synchronize_state(torch::optim::Optimizer& optimizer, const std::vector<at:
                 std::to_string(root));
   }
   if (!is_root) detail::set_options<Kind>(options, tables[0]);
-  broadcast_into(detail::match_state<Kind>(optimizer, params, tables[1], is_root), root);
+  broadcast_into(detail::match_state<Kind>(optimizer, params, tables[1], is_root), root, group);
 }
 
 }  // namespace
 
-void synchronize(torch::nn::Module& module, int root) {
+void synchronize(torch::nn::Module& module, int root, const ProcessGroup& group) {
   torch::NoGradGuard no_grad;
   std::vector<Entry> entries;
   std::vector<at::Tensor> tensors;
@@ -207,11 +210,11 @@ void synchronize(torch::nn::Module& module, int root) {
   };
   add("parameter", module.named_parameters(/*recurse=*/true));
   add("buffer", module.named_buffers(/*recurse=*/true));
-  agree_with_root("module", entries, root);
-  broadcast_into(tensors, root);
+  agree_with_root("module", entries, root, group);
+  broadcast_into(tensors, root, group);
 }
 
-void synchronize(torch::optim::Optimizer& optimizer, int root) {
+void synchronize(torch::optim::Optimizer& optimizer, int root, const ProcessGroup& group) {
   torch::NoGradGuard no_grad;
   const std::string type = c10::demangle(typeid(optimizer).name());
   std::string kind = "unsupported " + type;
@@ -230,10 +233,10 @@ void synchronize(torch::optim::Optimizer& optimizer, int root) {
       entries.push_back({labels.back(), describe(params.back())});
     }
   }
-  agree_with_root("optimizer", entries, root);
+  agree_with_root("optimizer", entries, root, group);
 
   const bool supported = detail::visit_kind(optimizer, [&](auto k) {
-    synchronize_state<decltype(k)>(optimizer, params, labels, root);
+    synchronize_state<decltype(k)>(optimizer, params, labels, root, group);
   });
   if (!supported) {
     throw Error("lockstep::synchronize: cannot synchronize the state of " + type +

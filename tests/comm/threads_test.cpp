@@ -10,7 +10,8 @@
 #include <gloo/transport/tcp/device.h>
 #include <torch/torch.h>
 
-#include "comm/gloo_communicator.h"
+#include "comm/communicator.h"
+#include "comm/gloo_transport.h"
 #include "lockstep/comm/error.h"
 
 namespace lockstep {
@@ -30,8 +31,9 @@ auto on_threads(int n, Body body, milliseconds timeout = milliseconds(5000), boo
       context->setTimeout(timeout);
       auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
       context->connectFullMesh(*store, device);
-      GlooCommunicator comm(context, store, timeout, debug);
-      return body(static_cast<Communicator&>(comm));
+      Communicator comm(std::make_unique<GlooTransport>(context, store, timeout), Backend::Gloo,
+                        timeout, debug);
+      return body(comm);
     }));
   }
   std::vector<Result> results;

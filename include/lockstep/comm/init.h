@@ -30,6 +30,9 @@ struct InitOptions {
   /// Checks before every collective that all ranks pass the same shapes and dtypes
   /// (LOCKSTEP_DEBUG=1). Costs one small exchange per collective.
   TORCH_ARG(std::optional<bool>, debug);
+  /// Ranks on one host reduce through shared memory (LOCKSTEP_SHM=0 turns it off; default
+  /// on). Across hosts, shared memory inside each and the backend between them.
+  TORCH_ARG(std::optional<bool>, shared_memory);
 };
 
 /// Joins the process group. With no environment at all, makes a world of size 1.

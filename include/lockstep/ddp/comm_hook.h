@@ -4,13 +4,16 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "lockstep/comm/process_group.h"
+
 namespace lockstep {
 
 /// One bucket of gradients, packed into a flat buffer, ready to be summed across ranks. The
 /// gradients in it are already scaled (by 1 / world size for Avg), so a sum is all it needs.
 struct GradBucket {
-  int index;          // buckets are launched in index order on every rank
-  at::Tensor buffer;  // flat, one dtype; the hook may reduce it in place
+  int index;           // buckets are launched in index order on every rank
+  at::Tensor buffer;   // flat, one dtype; the hook may reduce it in place
+  ProcessGroup group;  // the ranks to sum over: DistributedDataParallel's group
 };
 
 /// A future of the reduced bucket: waits for the reduction and returns the summed contents

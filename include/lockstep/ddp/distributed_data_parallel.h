@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "lockstep/comm/process_group.h"
 #include "lockstep/comm/types.h"
 #include "lockstep/ddp/comm_hook.h"
 
@@ -33,6 +34,8 @@ struct DDPOptions {
   TORCH_ARG(int, root) = 0;
   /// How buckets are reduced; allreduce_hook() unless set.
   TORCH_ARG(CommHook, comm_hook);
+  /// The ranks that train together (root is a rank in it); the default group unless set.
+  TORCH_ARG(ProcessGroup, group);
 };
 
 class GradientReducer;

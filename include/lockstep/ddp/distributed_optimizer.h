@@ -24,6 +24,11 @@ class DistributedOptimizer : public Opt {
  public:
   using Opt::Opt;
 
+  /// The same over `group` instead of the default group.
+  template <typename... Args>
+  explicit DistributedOptimizer(ProcessGroup group, Args&&... args)
+      : Opt(std::forward<Args>(args)...), group_(std::move(group)) {}
+
   /// Averages gradients, then steps. With a closure, gradients are averaged after each call
   /// of it, and so is the loss it returns, so that every rank's step (LBFGS's line search
   /// included) sees the same numbers; step() then returns that averaged loss.
@@ -64,7 +69,7 @@ class DistributedOptimizer : public Opt {
     const torch::Tensor mask = at::tensor(has_grad, at::kDouble).to(mask_dtype);
     if (!params.empty()) wire.push_back(mask);
     if (loss.defined()) wire.push_back(loss.detach().to(at::kCPU).contiguous().clone());
-    all_reduce(wire, ReduceOp::Avg);
+    all_reduce(wire, ReduceOp::Avg, group_);
 
     const torch::Tensor had = mask.to(at::kDouble).contiguous();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -78,6 +83,8 @@ class DistributedOptimizer : public Opt {
     }
     return loss.defined() ? wire.back().to(loss.device()) : loss;
   }
+
+  ProcessGroup group_;
 };
 
 }  // namespace lockstep

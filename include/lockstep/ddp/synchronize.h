@@ -7,8 +7,11 @@
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
 
+#include "lockstep/comm/process_group.h"
+
 // Making every rank start from root's copy: after random initialization, after loading a
-// checkpoint on one rank. Every rank must call these together, with the same root.
+// checkpoint on one rank. Every rank of the group (the default group unless one is passed)
+// must call these together, with the same root (a rank in that group).
 namespace lockstep {
 
 /// Copies root's parameters and buffers (recursively, in registration order) into every
@@ -16,17 +19,20 @@ namespace lockstep {
 /// initializations would shrink their variance. Throws MismatchError on every rank, naming
 /// the first differing parameter or buffer, when ranks' modules differ in names, shapes or
 /// dtypes.
-void synchronize(torch::nn::Module& module, int root = 0);
+void synchronize(torch::nn::Module& module, int root = 0,
+                 const ProcessGroup& group = ProcessGroup());
 
 /// The same for a module held by a torch::nn::ModuleHolder (torch::nn::Linear, ...) or a
 /// shared_ptr, so that synchronize(model) works as well as synchronize(*model).
 template <typename M>
-void synchronize(const torch::nn::ModuleHolder<M>& module, int root = 0) {
-  synchronize(*module.ptr(), root);
+void synchronize(const torch::nn::ModuleHolder<M>& module, int root = 0,
+                 const ProcessGroup& group = ProcessGroup()) {
+  synchronize(*module.ptr(), root, group);
 }
 template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
-void synchronize(const std::shared_ptr<M>& module, int root = 0) {
-  synchronize(*module, root);
+void synchronize(const std::shared_ptr<M>& module, int root = 0,
+                 const ProcessGroup& group = ProcessGroup()) {
+  synchronize(*module, root, group);
 }
 
 /// Copies root's optimizer state into every rank's optimizer: the per-parameter state
@@ -36,6 +42,7 @@ void synchronize(const std::shared_ptr<M>& module, int root = 0) {
 /// pair it with synchronize(module). Supports torch::optim::SGD, Adam, AdamW, RMSprop and
 /// Adagrad (and classes derived from them, such as DistributedOptimizer); throws Error for
 /// other optimizers and MismatchError when ranks' param groups differ.
-void synchronize(torch::optim::Optimizer& optimizer, int root = 0);
+void synchronize(torch::optim::Optimizer& optimizer, int root = 0,
+                 const ProcessGroup& group = ProcessGroup());
 
 }  // namespace lockstep

@@ -1,4 +1,4 @@
-#include "comm/gloo_communicator.h"
+#include "comm/gloo_transport.h"
 
 #include <cstdint>
 #include <iomanip>
@@ -48,35 +48,38 @@ std::string hex(uint64_t value) {
 
 }  // namespace
 
-GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context,
-                                   std::shared_ptr<gloo::rendezvous::Store> store,
-                                   std::chrono::milliseconds timeout, bool debug)
-    : Communicator(context->rank, context->size, timeout, debug),
-      context_(std::move(context)),
-      store_(std::move(store)) {}
+GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context,
+                             std::shared_ptr<gloo::rendezvous::Store> store,
+                             std::chrono::milliseconds timeout, std::vector<int> group_ranks)
+    : context_(std::move(context)),
+      store_(std::move(store)),
+      timeout_(timeout),
+      group_ranks_(std::move(group_ranks)) {}
 
-GlooCommunicator::~GlooCommunicator() { stop_worker(); }
+int GlooTransport::named(int context_rank) const {
+  return group_ranks_.empty() ? context_rank : group_ranks_.at(context_rank);
+}
 
-void GlooCommunicator::run_all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
+void GlooTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
   gloo::AllreduceOptions opts(context_);
   with_element_type(tensor, [&](auto* data) { opts.setOutput(data, tensor.numel()); });
   opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
   opts.setReduceFunction(reduce_function(tensor.scalar_type(), op));
   opts.setTag(tag);
-  opts.setTimeout(timeout());
+  opts.setTimeout(timeout_);
   gloo::allreduce(opts);
 }
 
-void GlooCommunicator::run_broadcast(at::Tensor& tensor, int root, uint32_t tag) {
+void GlooTransport::broadcast(at::Tensor& tensor, int root, uint32_t tag) {
   gloo::BroadcastOptions opts(context_);
   with_element_type(tensor, [&](auto* data) { opts.setOutput(data, tensor.numel()); });
   opts.setRoot(root);
   opts.setTag(tag);
-  opts.setTimeout(timeout());
+  opts.setTimeout(timeout_);
   gloo::broadcast(opts);
 }
 
-void GlooCommunicator::run_reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) {
+void GlooTransport::reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) {
   gloo::ReduceOptions opts(context_);
   // gloo uses the output as scratch on every rank; non-roots get a throwaway one so that
   // their tensor stays as it was.
@@ -88,41 +91,41 @@ void GlooCommunicator::run_reduce(at::Tensor& tensor, int root, ReduceOp op, uin
   opts.setRoot(root);
   opts.setReduceFunction(reduce_function(tensor.scalar_type(), op));
   opts.setTag(tag);
-  opts.setTimeout(timeout());
+  opts.setTimeout(timeout_);
   gloo::reduce(opts);
 }
 
-void GlooCommunicator::run_all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) {
+void GlooTransport::all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) {
   gloo::AllgatherOptions opts(context_);
   with_element_type(input, [&](auto* data) {
     opts.setInput(data, input.numel());
     opts.setOutput(same_type(output, data), output.numel());
   });
   opts.setTag(tag);
-  opts.setTimeout(timeout());
+  opts.setTimeout(timeout_);
   gloo::allgather(opts);
 }
 
-void GlooCommunicator::run_barrier(uint32_t tag) {
+void GlooTransport::barrier(uint32_t tag) {
   gloo::BarrierOptions opts(context_);
   opts.setTag(tag);
-  opts.setTimeout(timeout());
+  opts.setTimeout(timeout_);
   gloo::barrier(opts);
 }
 
-void GlooCommunicator::all_gather_bytes(const void* input, void* output, size_t bytes,
+void GlooTransport::all_gather_bytes(const void* input, void* output, size_t bytes,
                                         uint32_t tag) {
   gloo::AllgatherOptions opts(context_);
   opts.setInput(static_cast<char*>(const_cast<void*>(input)), bytes);
-  opts.setOutput(static_cast<char*>(output), bytes * world_size());
+  opts.setOutput(static_cast<char*>(output), bytes * size());
   opts.setTag(tag);
-  opts.setTimeout(timeout());
+  opts.setTimeout(timeout_);
   gloo::allgather(opts);
 }
 
-std::exception_ptr GlooCommunicator::explain_failure(const Call& call,
-                                                     const std::exception& failure,
-                                                     std::chrono::steady_clock::duration elapsed) {
+std::exception_ptr GlooTransport::explain_failure(const Call& call, const std::exception& failure,
+                                                  std::chrono::steady_clock::duration elapsed,
+                                                  std::chrono::milliseconds) {
   // The data path failed, but the store usually still works: tell the others what this
   // rank was doing and hear what they were doing.
   const std::string mine = hex(call.fingerprint()) + call.describe();
@@ -131,12 +134,12 @@ std::exception_ptr GlooCommunicator::explain_failure(const Call& call,
     store_->set(key + std::to_string(rank()), std::vector<char>(mine.begin(), mine.end()));
   } catch (const std::exception&) {
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::min(kReportGrace, timeout());
+  const auto deadline = std::chrono::steady_clock::now() + std::min(kReportGrace, timeout_);
   std::ostringstream others;
   bool disagree = false;
-  for (int r = 0; r < world_size(); ++r) {
+  for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
-    others << "\n  rank " << r << ": ";
+    others << "\n  rank " << named(r) << ": ";
     try {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
@@ -152,7 +155,7 @@ std::exception_ptr GlooCommunicator::explain_failure(const Call& call,
   }
   const auto seconds = std::chrono::duration<double>(elapsed).count();
   std::ostringstream message;
-  message << "lockstep: rank " << rank() << ": " << call.describe() << " failed after "
+  message << "lockstep: rank " << named(rank()) << ": " << call.describe() << " failed after "
           << std::fixed << std::setprecision(1) << seconds << " s: " << failure.what()
           << others.str();
   if (disagree) {
@@ -160,7 +163,7 @@ std::exception_ptr GlooCommunicator::explain_failure(const Call& call,
                "dtypes, ops and roots, in the same order";
     return std::make_exception_ptr(MismatchError(message.str()));
   }
-  if (elapsed >= timeout()) return std::make_exception_ptr(TimeoutError(message.str()));
+  if (elapsed >= timeout_) return std::make_exception_ptr(TimeoutError(message.str()));
   return std::make_exception_ptr(Error(message.str()));
 }
 

@@ -1,0 +1,85 @@
+#include "comm/connect_group.h"
+
+#include <algorithm>
+#include <map>
+
+#include "comm/hierarchical_transport.h"
+#include "comm/self_transport.h"
+#include "comm/shm_transport.h"
+
+namespace lockstep {
+namespace {
+
+// The members grouped by host, hosts in the order their first member appears: the same
+// plan on every rank.
+struct Plan {
+  std::vector<HierarchicalTransport::Place> places;  // per group rank
+  std::vector<std::vector<int>> hosts;               // group ranks on each host
+};
+
+Plan plan(const World& world, const std::vector<int>& members) {
+  Plan plan;
+  std::map<std::string, int> host_index;
+  for (int g = 0; g < static_cast<int>(members.size()); ++g) {
+    const std::string& host = world.hosts().at(members[g]);
+    const auto found = host_index.emplace(host, static_cast<int>(plan.hosts.size()));
+    if (found.second) plan.hosts.emplace_back();
+    auto& on_host = plan.hosts[found.first->second];
+    plan.places.push_back({found.first->second, static_cast<int>(on_host.size())});
+    on_host.push_back(g);
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& members,
+                                         const std::string& name,
+                                         const GatherOverParent& gather) {
+  const WorldSpec& spec = world.spec();
+  const auto me = std::find(members.begin(), members.end(), spec.rank);
+  const int rank = me == members.end() ? -1 : static_cast<int>(me - members.begin());
+  const Plan p = plan(world, members);
+  const bool shared_memory = spec.shared_memory &&
+      std::any_of(p.hosts.begin(), p.hosts.end(), [](const auto& h) { return h.size() > 1; });
+
+  if (!shared_memory) {
+    if (rank < 0) return nullptr;
+    if (members.size() == 1) return std::make_unique<SelfTransport>();
+    return world.connect_engine(members, name);
+  }
+
+  // Each host's first rank makes the segment; the others learn its name from the gather.
+  const HierarchicalTransport::Place place = rank >= 0 ? p.places[rank] : HierarchicalTransport::Place{-1, -1};
+  const int local_size = rank >= 0 ? static_cast<int>(p.hosts[place.host].size()) : 0;
+  std::optional<ShmSegment> segment;
+  if (local_size > 1 && place.local == 0) {
+    remove_abandoned_segments();
+    segment.emplace(ShmSegment::create(ShmTransport::segment_bytes(local_size)));
+  }
+  const auto names = gather(segment ? segment->name() : "");
+  if (rank < 0) return nullptr;
+
+  std::unique_ptr<Transport> local;
+  if (local_size > 1) {
+    const int leader = members[p.hosts[place.host][0]];
+    if (!segment) {
+      segment.emplace(ShmSegment::open(names.at(leader), ShmTransport::segment_bytes(local_size)));
+    }
+    local = std::make_unique<ShmTransport>(std::move(*segment), place.local, local_size,
+                                           spec.timeout, p.hosts[place.host]);
+  } else {
+    local = std::make_unique<SelfTransport>();
+  }
+  if (p.hosts.size() == 1) return local;
+
+  std::vector<int> leaders;
+  for (const auto& host : p.hosts) leaders.push_back(members[host[0]]);
+  std::unique_ptr<Transport> engine;
+  if (place.local == 0) engine = world.connect_engine(leaders, name + "/leaders");
+  const bool engine_checks = spec.backend == Backend::Mpi;
+  return std::make_unique<HierarchicalTransport>(rank, p.places, std::move(local), std::move(engine),
+                                                 to_string(spec.backend), engine_checks);
+}
+
+}  // namespace lockstep

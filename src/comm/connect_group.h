@@ -1,0 +1,25 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/transport.h"
+#include "comm/world.h"
+
+namespace lockstep {
+
+/// Small strings from every rank of the parent group, indexed by world rank ("" for ranks
+/// outside the parent).
+using GatherOverParent = std::function<std::vector<std::string>(const std::string& mine)>;
+
+/// The transport of a group of `members` (world ranks, in group order): shared memory when
+/// they share one host, the engine when none do, and both, hierarchically, otherwise.
+/// Every rank of the parent calls it with the same arguments; non-members get null.
+/// `name` is unique among the world's groups.
+std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& members,
+                                         const std::string& name,
+                                         const GatherOverParent& gather);
+
+}  // namespace lockstep

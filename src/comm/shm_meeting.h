@@ -1,0 +1,58 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+/// Where the local ranks of a shared-memory group meet between the steps of a collective.
+/// It lives at the start of their segment: per rank, the last phase it reached, the tag of
+/// the call it was in and its pid, each on its own cache line.
+///
+/// Waiting spins for a few microseconds (the other rank is usually about to arrive), then
+/// yields, then sleeps on a futex, so that ranks outnumbering cores do not starve the rank
+/// they wait for. While asleep it checks that the ranks it waits for are still alive.
+class ShmMeeting {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  static size_t bytes(int size);
+
+  /// `memory` is bytes(size) zeroed bytes of the segment; `group_ranks[r]` is how errors
+  /// name local rank r.
+  ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks);
+
+  /// Marks this rank as having reached `phase` in the call tagged `tag`, then waits until
+  /// every rank has. Throws CallsDiffer when their tags differ, and Error naming the ranks
+  /// that died or did not come by `deadline`.
+  void meet(uint64_t phase, uint32_t tag, Clock::time_point deadline);
+
+ private:
+  struct alignas(64) Seat {
+    std::atomic<uint64_t> phase;
+    // By phase parity: a rank can be one phase ahead of a rank still checking the tags of
+    // the previous one, never two.
+    std::atomic<uint32_t> tags[2];
+    std::atomic<int32_t> pid;
+  };
+  struct alignas(64) Bell {
+    std::atomic<uint32_t> rings;     // the futex word
+    std::atomic<uint32_t> sleepers;  // ranks asleep on it: arrivals ring only when non-zero
+  };
+
+  bool everyone_at(uint64_t phase) const;
+  void sleep_until_everyone_at(uint64_t phase, Clock::time_point deadline);
+  /// Throws naming the ranks not yet at `phase`: dead ones, or all of them after the deadline.
+  void check_on_missing(uint64_t phase, bool deadline_passed) const;
+
+  Bell* bell_;
+  Seat* seats_;
+  int rank_;
+  int size_;
+  std::vector<int> group_ranks_;
+};
+
+}  // namespace lockstep

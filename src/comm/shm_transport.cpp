@@ -1,0 +1,171 @@
+#include "comm/shm_transport.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <ATen/ATen.h>
+
+#include "comm/reduce_kernels.h"
+
+namespace lockstep {
+namespace {
+
+// A slot per rank per half. Small enough that a round's slots stay in the caches, large
+// enough that meetings cost little next to the copies (bench/allreduce).
+constexpr size_t kSlotBytes = 256 << 10;
+// Up to this size every rank reduces the whole message itself: one meeting instead of two.
+constexpr size_t kDirectBytes = 32 << 10;
+constexpr size_t kAlign = 4096;
+// Slices start on cache-line boundaries, so that ranks writing theirs never share a line.
+constexpr size_t kSliceAlignBytes = 64;
+
+size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+struct Range {
+  size_t begin;
+  size_t end;
+};
+
+// Rank r's part of `count` elements, when every rank reduces one part.
+Range slice_of(int r, int ranks, size_t count, size_t element_size) {
+  const size_t align = std::max<size_t>(1, kSliceAlignBytes / element_size);
+  const size_t per_rank = round_up((count + ranks - 1) / ranks, align);
+  const size_t begin = std::min(count, per_rank * r);
+  return {begin, std::min(count, begin + per_rank)};
+}
+
+}  // namespace
+
+size_t ShmTransport::segment_bytes(int size) {
+  return round_up(ShmMeeting::bytes(size), kAlign) + 2 * size * kSlotBytes;
+}
+
+ShmTransport::ShmTransport(ShmSegment segment, int rank, int size,
+                           std::chrono::milliseconds timeout, std::vector<int> group_ranks)
+    : segment_(std::move(segment)),
+      meeting_(segment_.data(), rank, size, std::move(group_ranks)),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      slots_(static_cast<char*>(segment_.data()) + round_up(ShmMeeting::bytes(size), kAlign)),
+      inputs_(size) {
+  start_call();
+  meet(/*tag=*/0);  // everyone has the segment mapped: its name can go
+  segment_.unlink();
+}
+
+char* ShmTransport::slot(int r) const { return slots_ + (half_ * size_ + r) * kSlotBytes; }
+
+void ShmTransport::start_call() { deadline_ = ShmMeeting::Clock::now() + timeout_; }
+
+void ShmTransport::meet(uint32_t tag) { meeting_.meet(++phase_, tag, deadline_); }
+
+void ShmTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
+  start_call();
+  reduce_into(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.scalar_type(), op,
+              /*keep=*/true, tag);
+}
+
+void ShmTransport::reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) {
+  start_call();
+  reduce_into(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.scalar_type(), op,
+              /*keep=*/rank_ == root, tag);
+}
+
+void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op,
+                               bool keep, uint32_t tag) {
+  const ReduceManyFunction combine = reduce_many_function(dtype, op);
+  const size_t element = c10::elementSize(dtype);
+  if (count * element <= kDirectBytes) {
+    std::memcpy(slot(rank_), data, count * element);
+    meet(tag);
+    if (keep) {
+      for (int r = 0; r < size_; ++r) inputs_[r] = slot(r);
+      combine(data, inputs_.data(), size_, count);
+    }
+    half_ ^= 1;
+    return;
+  }
+  const size_t per_round = kSlotBytes / element;
+  for (size_t offset = 0; offset < count; offset += per_round) {
+    const size_t n = std::min(per_round, count - offset);
+    char* piece = data + offset * element;
+    std::memcpy(slot(rank_), piece, n * element);
+    meet(tag);
+    const Range mine = slice_of(rank_, size_, n, element);
+    for (int r = 0; r < size_; ++r) inputs_[r] = slot(r) + mine.begin * element;
+    combine(slot(rank_) + mine.begin * element, inputs_.data(), size_, mine.end - mine.begin);
+    meet(tag);
+    if (keep) {
+      for (int r = 0; r < size_; ++r) {
+        const Range theirs = slice_of(r, size_, n, element);
+        std::memcpy(piece + theirs.begin * element, slot(r) + theirs.begin * element,
+                    (theirs.end - theirs.begin) * element);
+      }
+    }
+    half_ ^= 1;
+  }
+}
+
+void ShmTransport::broadcast(at::Tensor& tensor, int root, uint32_t tag) {
+  start_call();
+  char* data = static_cast<char*>(tensor.data_ptr());
+  const size_t bytes = tensor.nbytes();
+  for (size_t offset = 0; offset < bytes; offset += kSlotBytes) {
+    const size_t n = std::min(kSlotBytes, bytes - offset);
+    if (rank_ == root) std::memcpy(slot(root), data + offset, n);
+    meet(tag);
+    if (rank_ != root) std::memcpy(data + offset, slot(root), n);
+    half_ ^= 1;
+  }
+}
+
+void ShmTransport::all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) {
+  start_call();
+  gather_bytes(static_cast<const char*>(input.data_ptr()), static_cast<char*>(output.data_ptr()),
+               input.nbytes(), tag);
+}
+
+void ShmTransport::all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) {
+  start_call();
+  gather_bytes(static_cast<const char*>(input), static_cast<char*>(output), bytes, tag);
+}
+
+void ShmTransport::gather_bytes(const char* input, char* output, size_t bytes, uint32_t tag) {
+  for (size_t offset = 0; offset < bytes; offset += kSlotBytes) {
+    const size_t n = std::min(kSlotBytes, bytes - offset);
+    std::memcpy(slot(rank_), input + offset, n);
+    meet(tag);
+    for (int r = 0; r < size_; ++r) std::memcpy(output + r * bytes + offset, slot(r), n);
+    half_ ^= 1;
+  }
+}
+
+void ShmTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
+                                  uint32_t tag) {
+  start_call();
+  const ReduceManyFunction combine = reduce_many_function(input.scalar_type(), op);
+  const size_t element = input.element_size();
+  const size_t count = output.numel();  // of each rank's part
+  const size_t per_round = kSlotBytes / element / size_;
+  const char* in = static_cast<const char*>(input.data_ptr());
+  char* out = static_cast<char*>(output.data_ptr());
+  for (size_t offset = 0; offset < count; offset += per_round) {
+    const size_t n = std::min(per_round, count - offset);
+    // This rank's slot holds, for each rank r, the piece of r's part that r reduces.
+    for (int r = 0; r < size_; ++r) {
+      std::memcpy(slot(rank_) + r * n * element, in + (r * count + offset) * element, n * element);
+    }
+    meet(tag);
+    for (int r = 0; r < size_; ++r) inputs_[r] = slot(r) + rank_ * n * element;
+    combine(out + offset * element, inputs_.data(), size_, n);
+    half_ ^= 1;
+  }
+}
+
+void ShmTransport::barrier(uint32_t tag) {
+  start_call();
+  meet(tag);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "comm/call.h"
+#include "lockstep/comm/types.h"
+
+namespace lockstep {
+
+/// What moves a group's bytes: gloo, MPI, shared memory, or shared memory inside hosts with
+/// gloo or MPI between them. A transport knows nothing of queues, Avg, packing or error
+/// wording (the Communicator does those once); it runs one primitive at a time, on
+/// contiguous CPU tensors already checked, for a call whose `tag` is the same on every rank
+/// that made the same call. `op` is never Avg.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "gloo", "mpi", "shm", "shm+gloo", ...: what a user sees in ProcessGroup::transport().
+  virtual std::string name() const = 0;
+
+  virtual void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) = 0;
+  virtual void broadcast(at::Tensor& tensor, int root, uint32_t tag) = 0;
+  /// Leaves non-root tensors unchanged.
+  virtual void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) = 0;
+  /// `output` is [size, *input.shape].
+  virtual void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) = 0;
+  /// `output` is this rank's slice of the reduced input along dimension 0. The default
+  /// all-reduces a copy of the input and keeps the slice.
+  virtual void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
+                              uint32_t tag);
+  virtual void barrier(uint32_t tag) = 0;
+  virtual void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) = 0;
+
+  /// Transports whose mismatched calls could corrupt memory (MPI) compare fingerprints
+  /// before every collective; others rely on tags and compare only in debug mode.
+  virtual bool checks_every_call() const { return false; }
+  virtual bool same_fingerprint_everywhere(uint64_t fingerprint);
+
+  /// False when a call cannot be interrupted (MPI): the Communicator then watches calls and
+  /// ends the process when one outlives the timeout, rather than hang forever.
+  virtual bool can_give_up() const { return true; }
+
+  /// A richer error than "rank R: call failed: what()" when the transport can still learn
+  /// what the other ranks did (through a store); null for the default wording.
+  virtual std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
+                                             std::chrono::steady_clock::duration elapsed,
+                                             std::chrono::milliseconds timeout);
+};
+
+/// Thrown by a transport that saw, before moving any data, that ranks made calls with
+/// different tags: the Communicator then tells the user how the calls differ, and the
+/// group stays usable.
+class CallsDiffer : public std::exception {
+ public:
+  const char* what() const noexcept override { return "ranks called different collectives"; }
+};
+
+}  // namespace lockstep
