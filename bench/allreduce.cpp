@@ -150,14 +150,17 @@ int mpi_pair(const std::string& out_path, const std::string& dir) {
   spec.rank = rank;
   spec.world_size = 2;
   spec.shared_memory = false;
-  Group over_mpi(spec);
-  Group over_shm(file_spec(rank, dir + "/shm-in-mpi", true));
-  measure(out_path, rank, [] { MPI_Barrier(MPI_COMM_WORLD); },
-          [](float* data, int64_t count) {
-            MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-          },
-          {[&](torch::Tensor& t) { over_mpi.all_reduce(t); },
-           [&](torch::Tensor& t) { over_shm.all_reduce(t); }});
+  {
+    Group over_mpi(spec);
+    Group over_shm(file_spec(rank, dir + "/shm-in-mpi", true));
+    measure(out_path, rank, [] { MPI_Barrier(MPI_COMM_WORLD); },
+            [](float* data, int64_t count) {
+              MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            },
+            {[&](torch::Tensor& t) { over_mpi.all_reduce(t); },
+             [&](torch::Tensor& t) { over_shm.all_reduce(t); }});
+  }
+  MPI_Finalize();
   return 0;
 }
 

@@ -1,28 +1,33 @@
-// Every collective x every dtype x world sizes 1-3, as real processes, over each backend
-// and rendezvous method (the worker checks exact values; see collectives_worker.cpp).
+// Every collective x every dtype x world sizes 1-4, as real processes, over shared memory,
+// gloo, MPI and the hierarchical path (the worker checks exact values; see
+// collectives_worker.cpp).
 #include <gtest/gtest.h>
 
+#include "support/tool_process.h"
 #include "support/world.h"
 
 namespace lockstep::testing {
 namespace {
 
 struct Setup {
-  std::string rendezvous;  // tcp, file or mpi
+  std::string path;  // shm, gloo, mpi, mpi-shm or hierarchical
   int world_size;
 };
 
 void PrintTo(const Setup& setup, std::ostream* out) {
-  *out << setup.rendezvous << " rendezvous, world size " << setup.world_size;
+  *out << setup.path << ", world size " << setup.world_size;
 }
 
 std::string name_of(const ::testing::TestParamInfo<Setup>& info) {
-  return info.param.rendezvous + "_" + std::to_string(info.param.world_size);
+  std::string path = info.param.path;
+  for (auto& c : path) c = c == '-' ? '_' : c;
+  return path + "_" + std::to_string(info.param.world_size);
 }
 
 class EveryCollective : public ::testing::TestWithParam<Setup> {};
 
-void expect_all_correct(const std::vector<Finished>& ranks, const std::string& backend) {
+// `said` is what each rank prints after its backend and transport, e.g. "gloo, shm".
+void expect_all_correct(const std::vector<Finished>& ranks, const std::string& said) {
   for (size_t r = 0; r < ranks.size(); ++r) {
     EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
   }
@@ -31,40 +36,94 @@ void expect_all_correct(const std::vector<Finished>& ranks, const std::string& b
   for (size_t r = 0; r < ranks.size(); ++r) {
     EXPECT_NE(all.find("rank " + std::to_string(r) + " of " + std::to_string(ranks.size())), std::string::npos) << all;
   }
-  EXPECT_NE(all.find(backend + "): all collectives correct"), std::string::npos) << all;
+  EXPECT_NE(all.find(said + "): all collectives correct"), std::string::npos) << all;
 }
 
 TEST_P(EveryCollective, ExactValuesForEveryDtype) {
-  const auto [rendezvous, n] = GetParam();
+  const auto [path, n] = GetParam();
   const Env timeout{{"LOCKSTEP_TIMEOUT", "60"}};
-  if (rendezvous == "tcp") {
-    expect_all_correct(run_processes(n, {COLLECTIVES_WORKER, "all"}, tcp_world(n, timeout)), "gloo");
-  } else if (rendezvous == "file") {
-    expect_all_correct(run_processes(n, {COLLECTIVES_WORKER, "all"}, file_world(n, timeout)), "gloo");
+  const Env engine_only{{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_SHM", "0"}};
+  const std::string transport = n == 1 ? "self" : "shm";
+  if (path == "shm") {
+    expect_all_correct(run_processes(n, {COLLECTIVES_WORKER, "all"}, file_world(n, timeout)), "gloo, " + transport);
+  } else if (path == "gloo") {
+    expect_all_correct(run_processes(n, {COLLECTIVES_WORKER, "all"}, tcp_world(n, engine_only)), "gloo, gloo");
+  } else if (path == "hierarchical") {
+    // The first (n + 1) / 2 ranks on "node" 0, the rest on node 1: uneven for odd n.
+    const auto world = file_world(n, timeout);
+    const auto ranks = run_processes(n, {COLLECTIVES_WORKER, "all"}, [&](int rank) {
+      Env env = world(rank);
+      env["GROUP_RANK"] = std::to_string(rank < (n + 1) / 2 ? 0 : 1);
+      return env;
+    });
+    expect_all_correct(ranks, "gloo, shm+gloo");
   } else {
     auto argv = mpirun(n);
     argv.insert(argv.end(), {COLLECTIVES_WORKER, "all"});
-    const auto run = run_process(argv, mpirun_env(timeout));
+    const bool shm = path == "mpi-shm";
+    const auto run = run_process(argv, mpirun_env(shm ? timeout : engine_only));
     EXPECT_EQ(run.exit_code, 0) << run.output;
     for (int r = 0; r < n; ++r) {
       EXPECT_NE(run.output.find("rank " + std::to_string(r) + " of " + std::to_string(n) +
                                 " (local " + std::to_string(r) + " of " + std::to_string(n) +
-                                ", mpi): all collectives correct"),
+                                ", mpi, " + (shm ? "shm" : "mpi") + "): all collectives correct"),
                 std::string::npos) << run.output;
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, EveryCollective,
-                         ::testing::Values(Setup{"tcp", 1}, Setup{"tcp", 2}, Setup{"tcp", 3},
-                                           Setup{"file", 1}, Setup{"file", 2}, Setup{"file", 3},
-                                           Setup{"mpi", 1}, Setup{"mpi", 2}, Setup{"mpi", 3}),
+                         ::testing::Values(Setup{"shm", 1}, Setup{"shm", 2}, Setup{"shm", 3},
+                                           Setup{"shm", 4}, Setup{"gloo", 2}, Setup{"gloo", 3},
+                                           Setup{"hierarchical", 3}, Setup{"mpi", 2},
+                                           Setup{"mpi", 3}, Setup{"mpi-shm", 2}),
                          name_of);
+
+// Two launches of `lockstep run --nnodes 2` on one machine: shared memory inside each
+// launch's pair, gloo between the pairs' leaders.
+TEST(EveryCollective, HierarchicalAcrossTwoLaunchesOfTwoRanks) {
+  const std::string port = std::to_string(free_port());
+  std::vector<std::unique_ptr<ToolProcess>> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(std::make_unique<ToolProcess>(
+        std::vector<std::string>{LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "2", "--node-rank",
+                                 std::to_string(node), "--master-addr", "127.0.0.1", "--master-port",
+                                 port, "--", COLLECTIVES_WORKER, "all"},
+        std::vector<std::string>{"LOCKSTEP_TIMEOUT=60"}));
+  }
+  std::string all;
+  for (auto& node : nodes) {
+    ASSERT_TRUE(node->wait_for_exit(std::chrono::seconds(170)));
+    EXPECT_EQ(node->exit_code(), 0) << node->stdout_text() << node->stderr_text();
+    all += node->stdout_text();
+  }
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(contains(all, "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r % 2) +
+                                  " of 2, gloo, shm+gloo): all collectives correct")) << all;
+  }
+}
+
+TEST(EveryCollective, SubGroupsBesideTheDefaultGroup) {
+  for (const bool shm : {true, false}) {
+    const auto ranks = run_processes(4, {COLLECTIVES_WORKER, "sub-groups"},
+                                     file_world(4, {{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_SHM", shm ? "1" : "0"}}));
+    for (int r = 0; r < 4; ++r) {
+      const std::string& out = ranks[r].output;
+      EXPECT_EQ(ranks[r].exit_code, 0) << out;
+      EXPECT_TRUE(contains(out, "rank " + std::to_string(r) + ": sub-groups correct")) << out;
+      EXPECT_TRUE(contains(out, "rank " + std::to_string(r) + " sub-group transport " + (shm ? "shm" : "gloo")))
+          << out;
+      const std::string others = r % 2 == 0 ? "[1, 3]" : "[0, 2]";
+      EXPECT_TRUE(contains(out, "lockstep::all_reduce: rank " + std::to_string(r) +
+                                    " is not a member of the group of ranks " + others)) << out;
+    }
+  }
+}
 
 TEST(EveryCollective, WorldOfOneWithoutAnyEnvironment) {
   const auto run = run_process({COLLECTIVES_WORKER, "all"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("rank 0 of 1 (local 0 of 1, gloo): all collectives correct"),
+  EXPECT_NE(run.output.find("rank 0 of 1 (local 0 of 1, gloo, self): all collectives correct"),
             std::string::npos) << run.output;
 }
 
@@ -72,7 +131,7 @@ TEST(EveryCollective, LocalRanksFoundFromHostNamesWhenNotGiven) {
   const auto ranks = run_processes(3, {COLLECTIVES_WORKER, "init-only"}, tcp_world(3));
   for (const auto& f : ranks) EXPECT_EQ(f.exit_code, 0) << f.output;
   const auto all = run_processes(2, {COLLECTIVES_WORKER, "all"}, tcp_world(2));
-  EXPECT_NE(all[1].output.find("rank 1 of 2 (local 1 of 2, gloo)"), std::string::npos) << all[1].output;
+  EXPECT_NE(all[1].output.find("rank 1 of 2 (local 1 of 2, gloo, shm)"), std::string::npos) << all[1].output;
 }
 
 }  // namespace

@@ -192,6 +192,13 @@ int mismatch(const std::string& kind) {
     lockstep::all_reduce(t);
   } catch (const lockstep::MismatchError& e) {
     std::cout << "rank " << r << " MismatchError: " << e.what() << std::endl;
+    try {
+      torch::Tensor again = torch::ones({4});
+      lockstep::all_reduce(again);
+      std::cout << "rank " << r << " group still usable" << std::endl;
+    } catch (const lockstep::Error&) {
+      std::cout << "rank " << r << " group unusable" << std::endl;
+    }
     return 0;
   } catch (const lockstep::Error& e) {
     std::cout << "rank " << r << " Error: " << e.what() << std::endl;
@@ -222,6 +229,72 @@ int dead_rank(const std::string& how) {
   return 4;
 }
 
+// The even and the odd ranks form groups that reduce while the default group reduces too,
+// with async calls of all three in flight at once.
+void check_sub_groups() {
+  const int r = lockstep::rank();
+  const int n = lockstep::world_size();
+  std::vector<int> evens, odds;
+  for (int q = 0; q < n; ++q) (q % 2 == 0 ? evens : odds).push_back(q);
+  const lockstep::ProcessGroup even = lockstep::new_group(evens);
+  const lockstep::ProcessGroup odd = lockstep::new_group(odds);
+  const lockstep::ProcessGroup& mine = r % 2 == 0 ? even : odd;
+  const std::vector<int>& members = r % 2 == 0 ? evens : odds;
+  if (mine.rank() != r / 2 || mine.size() != static_cast<int>(members.size()) ||
+      (r % 2 == 0 ? odd : even).rank() != -1) {
+    ++failures;
+    std::cerr << "rank " << r << ": sub-group rank " << mine.rank() << " of " << mine.size() << "\n";
+  }
+  int64_t member_sum = 0;
+  for (int q : members) member_sum += q + 1;
+  for (int k = 0; k < 3; ++k) {
+    torch::Tensor in_group = torch::full({1000 * (k + 1)}, r + 1, torch::kLong);
+    torch::Tensor in_world = torch::full({7}, r + 1, torch::kLong);
+    lockstep::Work group_work = lockstep::all_reduce_async(in_group, ReduceOp::Sum, mine);
+    lockstep::Work world_work = lockstep::all_reduce_async(in_world);
+    group_work.wait();
+    world_work.wait();
+    expect_equal(in_group, torch::full({1000 * (k + 1)}, member_sum, torch::kLong), "sub-group all_reduce");
+    expect_equal(in_world, torch::full({7}, n * (n + 1) / 2, torch::kLong), "all_reduce beside a sub-group");
+  }
+  torch::Tensor from_last = torch::full({5}, r, torch::kFloat);
+  lockstep::broadcast(from_last, mine.size() - 1, mine);
+  expect_equal(from_last, torch::full({5}, members.back(), torch::kFloat), "sub-group broadcast");
+  const auto parts = lockstep::all_gather(torch::full({2}, r, torch::kInt), mine);
+  for (size_t g = 0; g < parts.size(); ++g) {
+    expect_equal(parts[g], torch::full({2}, members[g], torch::kInt), "sub-group all_gather");
+  }
+  // A group of one, and a sub-group of a sub-group.
+  const lockstep::ProcessGroup alone = lockstep::new_group({mine.rank()}, mine);
+  torch::Tensor single = torch::full({3}, 2.5);
+  lockstep::all_reduce(single, ReduceOp::Sum, alone);
+  expect_equal(single, torch::full({3}, 2.5), "all_reduce on a group of one");
+  lockstep::barrier(mine);
+  try {
+    torch::Tensor t = torch::ones({1});
+    lockstep::all_reduce(t, ReduceOp::Sum, r % 2 == 0 ? odd : even);
+    ++failures;
+    std::cerr << "rank " << r << ": a collective on a group it is not in did not throw\n";
+  } catch (const lockstep::Error& e) {
+    std::cout << "rank " << r << " outside: " << e.what() << std::endl;
+  }
+  std::cout << "rank " << r << " sub-group transport " << mine.transport() << std::endl;
+}
+
+// Every rank reduces a large tensor over and over; the test SIGKILLs one of them meanwhile.
+int loop_until_failure() {
+  const int r = lockstep::rank();
+  torch::Tensor t = torch::ones({1 << 20});
+  lockstep::all_reduce(t);
+  std::cout << "rank " << r << " looping" << std::endl;
+  try {
+    for (;;) lockstep::all_reduce(t);
+  } catch (const lockstep::Error& e) {
+    std::cout << "rank " << r << " error: " << e.what() << std::endl;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -233,7 +306,8 @@ int main(int argc, char** argv) {
       if (failures > 0) return 1;
       std::cout << "rank " << lockstep::rank() << " of " << lockstep::world_size()
                 << " (local " << lockstep::local_rank() << " of " << lockstep::local_world_size()
-                << ", " << lockstep::to_string(lockstep::backend()) << "): all collectives correct"
+                << ", " << lockstep::to_string(lockstep::backend()) << ", "
+                << lockstep::ProcessGroup().transport() << "): all collectives correct"
                 << std::endl;
     } else if (scenario == "mismatch-shape" || scenario == "mismatch-dtype") {
       const int code = mismatch(scenario.substr(9));
@@ -242,6 +316,12 @@ int main(int argc, char** argv) {
       const int code = dead_rank(scenario.substr(5));
       if (code != 0) return code;
       return 0;  // no shutdown: its barrier would wait for the dead rank
+    } else if (scenario == "sub-groups") {
+      check_sub_groups();
+      if (failures > 0) return 1;
+      std::cout << "rank " << lockstep::rank() << ": sub-groups correct" << std::endl;
+    } else if (scenario == "loop") {
+      return loop_until_failure();  // no shutdown: its barrier would wait for the killed rank
     } else if (scenario == "sigpipe") {
       std::raise(SIGPIPE);  // what a write to a socket whose peer died raises
       std::cout << "rank " << lockstep::rank() << " survived SIGPIPE" << std::endl;

@@ -1,7 +1,13 @@
 // What happens when ranks disagree, die, never come, or are misconfigured: an error on
 // every rank within the timeout (or the watchdog ending an MPI job), naming what to fix.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <thread>
+
+#include "support/tool_process.h"
 #include "support/world.h"
 
 namespace lockstep::testing {
@@ -17,9 +23,16 @@ std::vector<std::string> worker(const std::string& scenario) {
   return {COLLECTIVES_WORKER, scenario};
 }
 
+const Env kGlooOnly{{"LOCKSTEP_SHM", "0"}};
+
+Env with(Env env, const Env& more) {
+  env.insert(more.begin(), more.end());
+  return env;
+}
+
 TEST(Mismatch, GlooShapesDifferEveryRankRaisesNamingBoth) {
   const auto start = steady_clock::now();
-  const auto ranks = run_processes(2, worker("mismatch-shape"), tcp_world(2, {{"LOCKSTEP_TIMEOUT", "2"}}));
+  const auto ranks = run_processes(2, worker("mismatch-shape"), tcp_world(2, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})));
   EXPECT_LT(seconds_since(start), 15);
   for (const auto& f : ranks) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
@@ -29,7 +42,7 @@ TEST(Mismatch, GlooShapesDifferEveryRankRaisesNamingBoth) {
 }
 
 TEST(Mismatch, GlooDtypesDifferEveryRankRaisesNamingBoth) {
-  const auto ranks = run_processes(2, worker("mismatch-dtype"), file_world(2, {{"LOCKSTEP_TIMEOUT", "2"}}));
+  const auto ranks = run_processes(2, worker("mismatch-dtype"), file_world(2, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})));
   for (const auto& f : ranks) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
     EXPECT_TRUE(contains(f.output, "float32[4]") && contains(f.output, "int32[4]")) << f.output;
@@ -39,7 +52,7 @@ TEST(Mismatch, GlooDtypesDifferEveryRankRaisesNamingBoth) {
 TEST(Mismatch, DebugModeFindsItBeforeAnyDataMoves) {
   const auto start = steady_clock::now();
   const auto ranks = run_processes(
-      3, worker("mismatch-shape"), tcp_world(3, {{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_DEBUG", "1"}}));
+      3, worker("mismatch-shape"), tcp_world(3, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_DEBUG", "1"}})));
   EXPECT_LT(seconds_since(start), 30);  // well before the 60 s timeout
   for (const auto& f : ranks) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
@@ -52,7 +65,7 @@ TEST(Mismatch, MpiChecksEveryCallAndRaisesOnEveryRank) {
   for (const std::string kind : {"mismatch-shape", "mismatch-dtype"}) {
     auto argv = mpirun(2);
     argv.insert(argv.end(), {COLLECTIVES_WORKER, kind});
-    const auto run = run_process(argv, mpirun_env({{"LOCKSTEP_TIMEOUT", "30"}}), std::chrono::seconds(60));
+    const auto run = run_process(argv, mpirun_env(with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "30"}})), std::chrono::seconds(60));
     EXPECT_EQ(run.exit_code, 0) << run.output;
     EXPECT_TRUE(contains(run.output, "rank 0 MismatchError")) << run.output;
     EXPECT_TRUE(contains(run.output, "rank 1 MismatchError")) << run.output;
@@ -62,7 +75,7 @@ TEST(Mismatch, MpiChecksEveryCallAndRaisesOnEveryRank) {
 
 TEST(DeadRank, GlooRankThatExitsGivesTheOthersAnError) {
   const auto start = steady_clock::now();
-  const auto ranks = run_processes(3, worker("dead-exit"), tcp_world(3, {{"LOCKSTEP_TIMEOUT", "3"}}));
+  const auto ranks = run_processes(3, worker("dead-exit"), tcp_world(3, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "3"}})));
   EXPECT_LT(seconds_since(start), 20);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
@@ -77,7 +90,7 @@ TEST(DeadRank, WritingToADeadPeerDoesNotKillTheRank) {
 }
 
 TEST(DeadRank, GlooRankThatHangsGivesTheOthersATimeoutNamingIt) {
-  const auto ranks = run_processes(3, worker("dead-hang"), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}),
+  const auto ranks = run_processes(3, worker("dead-hang"), file_world(3, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})),
                                    std::chrono::seconds(15));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
@@ -90,11 +103,99 @@ TEST(DeadRank, MpiWatchdogEndsTheJobNamingTheStalledCollective) {
   auto argv = mpirun(2);
   argv.insert(argv.end(), {COLLECTIVES_WORKER, "dead-hang"});
   const auto start = steady_clock::now();
-  const auto run = run_process(argv, mpirun_env({{"LOCKSTEP_TIMEOUT", "2"}}), std::chrono::seconds(50));
+  const auto run = run_process(argv, mpirun_env(with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})), std::chrono::seconds(50));
   EXPECT_LT(seconds_since(start), 40);
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "rank 0: all_reduce #1 (float32[4], Sum) did not complete within 2.0 s"))
       << run.output;
+}
+
+TEST(Mismatch, SharedMemoryFindsItAtOnceAndTheGroupStaysUsable) {
+  for (const std::string kind : {"mismatch-shape", "mismatch-dtype"}) {
+    const auto start = steady_clock::now();
+    const auto ranks = run_processes(3, worker(kind), file_world(3, {{"LOCKSTEP_TIMEOUT", "60"}}));
+    EXPECT_LT(seconds_since(start), 30);  // well before the 60 s timeout
+    for (int r = 0; r < 3; ++r) {
+      const std::string& out = ranks[r].output;
+      EXPECT_EQ(ranks[r].exit_code, 0) << out;
+      EXPECT_TRUE(contains(out, "rank 0: all_reduce #0 (float32[4], Sum)")) << out;
+      EXPECT_TRUE(contains(out, kind == "mismatch-shape" ? "rank 1: all_reduce #0 (float32[5], Sum)"
+                                                         : "rank 1: all_reduce #0 (int32[4], Sum)")) << out;
+      EXPECT_TRUE(contains(out, "rank " + std::to_string(r) + " group still usable")) << out;
+    }
+  }
+}
+
+TEST(DeadRank, SharedMemoryRankThatExitsIsNamedAsDead) {
+  const auto start = steady_clock::now();
+  const auto ranks = run_processes(3, worker("dead-exit"), file_world(3, {{"LOCKSTEP_TIMEOUT", "60"}}));
+  EXPECT_LT(seconds_since(start), 30);  // well before the 60 s timeout
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #1 (float32[4], Sum) failed: rank 2 (pid ")) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, ") died while this rank waited for it in shared memory")) << ranks[r].output;
+  }
+}
+
+TEST(DeadRank, SharedMemoryRankThatHangsTimesOutNamingIt) {
+  const auto ranks = run_processes(3, worker("dead-hang"), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}),
+                                   std::chrono::seconds(15));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #1 (float32[4], Sum) failed: timed out waiting in "
+                                          "shared memory for rank 2 (pid ")) << ranks[r].output;
+  }
+}
+
+// lockstep's segments in /dev/shm whose creator is one of `pids`.
+std::vector<std::string> segments_of(const std::vector<pid_t>& pids) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename();
+    for (pid_t pid : pids) {
+      if (name.rfind("lockstep-" + std::to_string(pid) + "-", 0) == 0) found.push_back(name);
+    }
+  }
+  return found;
+}
+
+TEST(DeadRank, SharedMemoryRankKilledInsideACollective) {
+  const auto world = file_world(3, {{"LOCKSTEP_TIMEOUT", "60"}});
+  std::vector<std::unique_ptr<ToolProcess>> ranks;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<std::string> env;
+    for (const auto& [name, value] : world(r)) env.push_back(name + "=" + value);
+    ranks.push_back(std::make_unique<ToolProcess>(worker("loop"), env));
+    pids.push_back(ranks.back()->pid());
+  }
+  const auto deadline = steady_clock::now() + std::chrono::seconds(60);
+  auto all_looping = [&] {
+    for (int r = 0; r < 3; ++r) {
+      if (!contains(ranks[r]->stdout_text(), "rank " + std::to_string(r) + " looping")) return false;
+    }
+    return true;
+  };
+  while (!all_looping() && steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(all_looping());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto killed_at = steady_clock::now();
+  kill(pids[1], SIGKILL);
+  for (int r : {0, 2}) {
+    ASSERT_TRUE(ranks[r]->wait_for_exit(std::chrono::seconds(30)));
+    const std::string out = ranks[r]->stdout_text() + ranks[r]->stderr_text();
+    EXPECT_EQ(ranks[r]->exit_code(), 0) << out;
+    EXPECT_TRUE(contains(out, "rank 1 (pid " + std::to_string(pids[1]) +
+                                  ") died while this rank waited for it in shared memory")) << out;
+  }
+  EXPECT_LT(seconds_since(killed_at), 10);  // noticed long before the 60 s timeout
+  EXPECT_TRUE(segments_of(pids).empty());
+  // The next job on the machine starts cleanly.
+  const auto next = run_processes(3, worker("all"), file_world(3, {{"LOCKSTEP_TIMEOUT", "60"}}));
+  for (const auto& f : next) {
+    EXPECT_EQ(f.exit_code, 0) << f.output;
+    EXPECT_TRUE(contains(f.output, "gloo, shm): all collectives correct")) << f.output;
+  }
 }
 
 TEST(Rendezvous, RankThatNeverArrivesIsNamed) {

@@ -12,7 +12,7 @@ TEST(Launched, EveryCollectiveUnderTheLauncherOverGloo) {
   EXPECT_EQ(run.exit_code, 0) << run.output;
   for (int r = 0; r < 3; ++r) {
     const std::string line = "[rank " + std::to_string(r) + "] rank " + std::to_string(r) +
-                             " of 3 (local " + std::to_string(r) + " of 3, gloo): all collectives correct";
+                             " of 3 (local " + std::to_string(r) + " of 3, gloo, shm): all collectives correct";
     EXPECT_NE(run.output.find(line), std::string::npos) << run.output;
   }
 }
@@ -21,7 +21,7 @@ TEST(Launched, EveryCollectiveUnderTheLauncherOverMpi) {
   const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--backend", "mpi", "--",
                                 COLLECTIVES_WORKER, "all"}, mpirun_env());
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("rank 1 of 2 (local 1 of 2, mpi): all collectives correct"),
+  EXPECT_NE(run.output.find("rank 1 of 2 (local 1 of 2, mpi, shm): all collectives correct"),
             std::string::npos) << run.output;
 }
 
