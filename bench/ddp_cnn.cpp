@@ -60,6 +60,12 @@ std::unique_ptr<lockstep::data::PrefetchLoader> fashion_mnist_loader() {
   return std::make_unique<data::PrefetchLoader>(data::open_dataset(registry.at("fashion-mnist"), "train"), options);
 }
 
+double timed_seconds(const std::function<void()>& fn) {
+  const auto start = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 struct Measured {
   double rate;          // samples per second, all workers together
   double waited_share;  // of the timed steps, the share spent waiting for data
@@ -106,6 +112,45 @@ Measured train(bool distributed, bool real_data = false) {
   return {median(rates), waited / timed};
 }
 
+// lockstep's DDP at 1 worker against the plain loop in one process: windows of steps
+// alternate between two identical models, one wrapped in DDP, in ABBA order, so that the
+// machine's drift hits both alike. Returns the median over pairs of DDP's time over plain's.
+double paired_overhead_at_one_worker() {
+  lockstep::init();
+  torch::manual_seed(0);
+  auto plain = make_cnn();
+  auto wrapped = make_cnn();
+  lockstep::DistributedDataParallel ddp(wrapped);
+  torch::optim::SGD plain_optimizer(plain->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  torch::optim::SGD ddp_optimizer(wrapped->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const auto x = torch::randn({kBatch, 1, 28, 28});
+  const auto y = torch::randint(0, 10, {kBatch});
+  auto window = [&](torch::nn::Sequential& model, torch::optim::SGD& optimizer) {
+    return timed_seconds([&] {
+      for (int i = 0; i < kStepsPerWindow; ++i) {
+        optimizer.zero_grad();
+        torch::cross_entropy_loss(model->forward(x), y).backward();
+        optimizer.step();
+      }
+    });
+  };
+  for (int i = 0; i < kWarmup; ++i) window(plain, plain_optimizer), window(wrapped, ddp_optimizer);
+  std::vector<double> ratios;
+  for (int pair = 0; pair < 40; ++pair) {
+    double p = 0, d = 0;
+    if (pair % 2 == 0) {
+      p = window(plain, plain_optimizer);
+      d = window(wrapped, ddp_optimizer);
+    } else {
+      d = window(wrapped, ddp_optimizer);
+      p = window(plain, plain_optimizer);
+    }
+    ratios.push_back(d / p);
+  }
+  lockstep::shutdown();
+  return median(ratios) - 1;
+}
+
 // Runs `argv` as `n` ranks of one world (torchrun-style variables) and returns rank 0's output.
 std::string run_world(int n, const std::vector<std::string>& argv) {
   const std::string out = fs::temp_directory_path() / ("lockstep-bench-" + std::to_string(getpid()));
@@ -141,18 +186,13 @@ std::string run_world(int n, const std::vector<std::string>& argv) {
   return text;
 }
 
-double timed_seconds(const std::function<void()>& fn) {
-  const auto start = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   at::set_num_threads(1);
   const std::string role = argc > 1 ? argv[1] : "";
   if (role == "plain") return std::printf("%.1f\n", train(false).rate) < 0;
+  if (role == "paired-overhead") return std::printf("%.5f\n", paired_overhead_at_one_worker()) < 0;
   if (role == "lockstep" || role == "lockstep-data") {
     lockstep::init();
     const Measured measured = train(true, role == "lockstep-data");
@@ -168,6 +208,8 @@ int main(int argc, char** argv) {
   // ratios within a repeat, which cancels the machine's slower drifts.
   const std::vector<std::pair<std::string, std::function<double()>>> configurations = {
       {"plain libtorch, 1 worker", [&] { return std::atof(run_world(1, {self, "plain"}).c_str()); }},
+      // The same again: how far two runs of one program differ between processes.
+      {"plain libtorch, 1 worker, again", [&] { return std::atof(run_world(1, {self, "plain"}).c_str()); }},
       // Two plain loops at once, not talking: the most this machine gives 2 workers.
       {"plain libtorch, 2 independent processes",
        [&] { return 2 * std::atof(run_world(2, {self, "plain"}).c_str()); }},
@@ -177,7 +219,7 @@ int main(int argc, char** argv) {
       {"PyTorch DDP, 2 workers", [&] { return std::atof(run_world(2, {"/usr/bin/python3", script}).c_str()); }},
   };
   std::map<std::string, std::vector<double>> rates;
-  std::vector<double> efficiency, efficiency_vs_machine, against_pytorch, overhead;
+  std::vector<double> efficiency, efficiency_vs_machine, against_pytorch, overhead, plain_vs_plain, paired;
   for (int repeat = 0; repeat < kRepeats; ++repeat) {
     std::map<std::string, double> r;
     for (const auto& [name, measure] : configurations) rates[name].push_back(r[name] = measure());
@@ -185,6 +227,8 @@ int main(int argc, char** argv) {
     efficiency_vs_machine.push_back(r["lockstep DDP, 2 workers"] / r["plain libtorch, 2 independent processes"]);
     against_pytorch.push_back(r["lockstep DDP, 2 workers"] / r["PyTorch DDP, 2 workers"]);
     overhead.push_back(r["plain libtorch, 1 worker"] / r["lockstep DDP, 1 worker"] - 1);
+    plain_vs_plain.push_back(r["plain libtorch, 1 worker"] / r["plain libtorch, 1 worker, again"] - 1);
+    paired.push_back(std::atof(run_world(1, {self, "paired-overhead"}).c_str()));
   }
   std::printf("| configuration | samples/s (median of %d runs) |\n|---|---:|\n", kRepeats);
   for (const auto& [name, measure] : configurations) std::printf("| %s | %.1f |\n", name.c_str(), median(rates[name]));
@@ -192,7 +236,11 @@ int main(int argc, char** argv) {
   std::printf("lockstep scaling efficiency at 2 workers: %.1f%% of 2x one worker, %.1f%% of 2 independent processes\n",
               100 * median(efficiency), 100 * median(efficiency_vs_machine));
   std::printf("lockstep / PyTorch DDP at 2 workers: %.2fx\n", median(against_pytorch));
-  std::printf("lockstep DDP overhead at 1 worker over plain libtorch: %+.1f%%\n", 100 * median(overhead));
+  std::printf("lockstep DDP overhead at 1 worker over plain libtorch, separate processes: %+.1f%% "
+              "(plain against plain again, separate processes: %+.1f%%)\n",
+              100 * median(overhead), 100 * median(plain_vs_plain));
+  std::printf("lockstep DDP overhead at 1 worker over plain libtorch, paired in one process: %+.2f%%\n",
+              100 * median(paired));
 
   // The same training fed by the loader instead of one tensor held in memory.
   std::vector<double> data_rates, waited_shares;
@@ -214,7 +262,8 @@ int main(int argc, char** argv) {
     return (epochs(2) - epochs(1)) / (10000 / workers);
   };
   const double one = seconds_per_step(1), two = seconds_per_step(2);
-  std::printf("\nperceptron example, time per step (one sample per worker): 1 worker %.0f µs, 2 workers %.0f µs\n",
-              one * 1e6, two * 1e6);
+  std::printf("\nperceptron example, time per step (one sample per worker): 1 worker %.0f µs, 2 workers %.0f µs; "
+              "an epoch on 2 workers takes %.2fx the time of one on 1 (speed-up %.2fx)\n",
+              one * 1e6, two * 1e6, two / 2 / one, 2 * one / two);
   return 0;
 }

@@ -90,17 +90,31 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
   for (size_t offset = 0; offset < count; offset += per_round) {
     const size_t n = std::min(per_round, count - offset);
     char* piece = data + offset * element;
-    std::memcpy(slot(rank_), piece, n * element);
-    meet(tag);
     const Range mine = slice_of(rank_, size_, n, element);
-    for (int r = 0; r < size_; ++r) inputs_[r] = slot(r) + mine.begin * element;
-    combine(slot(rank_) + mine.begin * element, inputs_.data(), size_, mine.end - mine.begin);
+    auto bytes_of = [element](const Range& range) { return (range.end - range.begin) * element; };
+    // The others need every part of this rank's data but the one it reduces itself.
+    for (int r = 0; r < size_; ++r) {
+      const Range theirs = slice_of(r, size_, n, element);
+      if (r != rank_) std::memcpy(slot(rank_) + theirs.begin * element, piece + theirs.begin * element, bytes_of(theirs));
+    }
+    meet(tag);
+    // This rank's part: its own data straight from the tensor, the others' from their slots;
+    // the result goes into the tensor (when kept) and into this rank's slot for the others.
+    for (int r = 0; r < size_; ++r) {
+      inputs_[r] = (r == rank_ ? piece : slot(r)) + mine.begin * element;
+    }
+    char* shared = slot(rank_) + mine.begin * element;
+    if (keep) {
+      combine(piece + mine.begin * element, inputs_.data(), size_, mine.end - mine.begin);
+      std::memcpy(shared, piece + mine.begin * element, bytes_of(mine));
+    } else {
+      combine(shared, inputs_.data(), size_, mine.end - mine.begin);
+    }
     meet(tag);
     if (keep) {
       for (int r = 0; r < size_; ++r) {
         const Range theirs = slice_of(r, size_, n, element);
-        std::memcpy(piece + theirs.begin * element, slot(r) + theirs.begin * element,
-                    (theirs.end - theirs.begin) * element);
+        if (r != rank_) std::memcpy(piece + theirs.begin * element, slot(r) + theirs.begin * element, bytes_of(theirs));
       }
     }
     half_ ^= 1;

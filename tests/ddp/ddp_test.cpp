@@ -19,9 +19,17 @@ void expect_every_rank_ok(int n, const std::string& scenario, Env extra = {}) {
 // MLP, CNN with BatchNorm and a model with a branch some ranks skip in some steps; SGD with
 // momentum and Adam; with and without no_sync() accumulation over 2 micro-batches: 20 steps
 // match one process on the concatenated batch within 1e-5 relative, and after every step
-// all ranks' parameters and BatchNorm statistics are bitwise identical.
+// all ranks' parameters and BatchNorm statistics are bitwise identical. Ranks on one
+// machine reduce through shared memory unless LOCKSTEP_SHM=0.
 TEST(DistributedDataParallel, MatchesOneProcessOnTwoRanks) { expect_every_rank_ok(2, "equivalence"); }
 TEST(DistributedDataParallel, MatchesOneProcessOnThreeRanks) { expect_every_rank_ok(3, "equivalence"); }
+
+TEST(DistributedDataParallel, MatchesOneProcessOverGlooToo) {
+  expect_every_rank_ok(2, "equivalence", {{"LOCKSTEP_SHM", "0"}});
+}
+
+// Ranks 0 and 2, and 1 and 3, train as two pairs on sub-groups.
+TEST(DistributedDataParallel, MatchesOneProcessOnSubGroups) { expect_every_rank_ok(4, "sub-group-equivalence"); }
 
 TEST(DistributedDataParallel, GradientsAveragedSummedOrScaled) { expect_every_rank_ok(3, "scaling"); }
 

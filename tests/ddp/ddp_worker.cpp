@@ -96,8 +96,9 @@ Tensor flat_state(torch::nn::Module& model) {
   return torch::cat(parts);
 }
 
-void expect_identical_across_ranks(torch::nn::Module& model, const std::string& what) {
-  const auto all = lockstep::all_gather(flat_state(model));
+void expect_identical_across_ranks(torch::nn::Module& model, const std::string& what,
+                                   const lockstep::ProcessGroup& group = lockstep::ProcessGroup()) {
+  const auto all = lockstep::all_gather(flat_state(model), group);
   for (size_t r = 1; r < all.size(); ++r) {
     if (!torch::equal(all[r], all[0])) {
       ++failures;
@@ -125,7 +126,7 @@ Tensor reference(const Case& c, int world) {
 }
 
 Tensor train(const Case& c, lockstep::DDPOptions options) {
-  const int rank = lockstep::rank(), world = lockstep::world_size();
+  const int rank = options.group().rank(), world = options.group().size();
   torch::manual_seed(100 + rank);  // different on purpose: DDP must start everyone from rank 0
   auto model = make_model(c.model);
   lockstep::DistributedDataParallel ddp(model, options.find_unused_parameters(c.model == "branchy"));
@@ -139,7 +140,7 @@ Tensor train(const Case& c, lockstep::DDPOptions options) {
     }
     (chunk_loss(c, *model, step, c.micro_batches - 1, rank, world) / c.micro_batches).backward();
     optimizer->step();
-    expect_identical_across_ranks(*model, what + " step " + std::to_string(step));
+    expect_identical_across_ranks(*model, what + " step " + std::to_string(step), options.group());
   }
   return flat_parameters(*model);
 }
@@ -161,6 +162,21 @@ void equivalence() {
                      model + "/" + optimizer + "/" + std::to_string(micro) + " micro-batches");
       }
     }
+  }
+}
+
+// The even and the odd ranks train apart, each pair with DDP on its own sub-group, while
+// the default group checks on them: each pair matches one process on its own batch.
+void sub_group_equivalence() {
+  std::vector<int> evens, odds;
+  for (int q = 0; q < lockstep::world_size(); ++q) (q % 2 == 0 ? evens : odds).push_back(q);
+  const auto even = lockstep::new_group(evens);
+  const auto odd = lockstep::new_group(odds);
+  const auto& mine = lockstep::rank() % 2 == 0 ? even : odd;
+  for (const Case c : {Case{"mlp", "sgd", 1}, Case{"cnn", "adam", 2}}) {
+    expect_close(train(c, lockstep::DDPOptions().group(mine)), reference(c, mine.size()), 1e-5, 1e-6,
+                 c.model + "/" + c.optimizer + " on the sub-group of rank " + std::to_string(lockstep::rank()));
+    lockstep::barrier();
   }
 }
 
@@ -263,6 +279,8 @@ int main(int argc, char** argv) {
     equivalence();
   } else if (scenario == "scaling") {
     scaling();
+  } else if (scenario == "sub-group-equivalence") {
+    sub_group_equivalence();
   } else if (scenario == "compression") {
     compression();
   } else if (scenario == "overlap") {
