@@ -31,9 +31,11 @@ void reduce_elements(void* out, const void* a, const void* b, size_t count) {
 ReduceFunction reduce_function(c10::ScalarType dtype, ReduceOp op);
 
 /// out[i] = inputs[0][i] op inputs[1][i] op ... op inputs[n - 1][i] for `count` elements,
-/// always in input order, so every rank that computes it gets the same bits. float16 and
-/// bfloat16 are combined in float32 and rounded once. `out` may be one of the inputs.
-using ReduceManyFunction = void (*)(void* out, const void* const* inputs, int n, size_t count);
+/// always in input order, so every rank that computes it gets the same bits; also written
+/// to `copy` unless it is null. float16 and bfloat16 are combined in float32 and rounded
+/// once. `out` and `copy` may be inputs.
+using ReduceManyFunction = void (*)(void* out, void* copy, const void* const* inputs, int n,
+                                    size_t count);
 
 ReduceManyFunction reduce_many_function(c10::ScalarType dtype, ReduceOp op);
 

@@ -81,7 +81,7 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     meet(tag);
     if (keep) {
       for (int r = 0; r < size_; ++r) inputs_[r] = slot(r);
-      combine(data, inputs_.data(), size_, count);
+      combine(data, nullptr, inputs_.data(), size_, count);
     }
     half_ ^= 1;
     return;
@@ -90,32 +90,26 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
   for (size_t offset = 0; offset < count; offset += per_round) {
     const size_t n = std::min(per_round, count - offset);
     char* piece = data + offset * element;
-    const Range mine = slice_of(rank_, size_, n, element);
-    auto bytes_of = [element](const Range& range) { return (range.end - range.begin) * element; };
+    auto part = [&](int r) { return slice_of(r, size_, n, element); };
+    auto copy_part = [element](char* to, const char* from, const Range& p) {
+      std::memcpy(to + p.begin * element, from + p.begin * element, (p.end - p.begin) * element);
+    };
     // The others need every part of this rank's data but the one it reduces itself.
     for (int r = 0; r < size_; ++r) {
-      const Range theirs = slice_of(r, size_, n, element);
-      if (r != rank_) std::memcpy(slot(rank_) + theirs.begin * element, piece + theirs.begin * element, bytes_of(theirs));
+      if (r != rank_) copy_part(slot(rank_), piece, part(r));
     }
     meet(tag);
     // This rank's part: its own data straight from the tensor, the others' from their slots;
     // the result goes into the tensor (when kept) and into this rank's slot for the others.
+    const Range mine = part(rank_);
     for (int r = 0; r < size_; ++r) {
       inputs_[r] = (r == rank_ ? piece : slot(r)) + mine.begin * element;
     }
-    char* shared = slot(rank_) + mine.begin * element;
-    if (keep) {
-      combine(piece + mine.begin * element, inputs_.data(), size_, mine.end - mine.begin);
-      std::memcpy(shared, piece + mine.begin * element, bytes_of(mine));
-    } else {
-      combine(shared, inputs_.data(), size_, mine.end - mine.begin);
-    }
+    combine(slot(rank_) + mine.begin * element, keep ? piece + mine.begin * element : nullptr,
+            inputs_.data(), size_, mine.end - mine.begin);
     meet(tag);
-    if (keep) {
-      for (int r = 0; r < size_; ++r) {
-        const Range theirs = slice_of(r, size_, n, element);
-        if (r != rank_) std::memcpy(piece + theirs.begin * element, slot(r) + theirs.begin * element, bytes_of(theirs));
-      }
+    for (int r = 0; r < size_ && keep; ++r) {
+      if (r != rank_) copy_part(piece, slot(r), part(r));
     }
     half_ ^= 1;
   }
@@ -172,7 +166,7 @@ void ShmTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output, R
     }
     meet(tag);
     for (int r = 0; r < size_; ++r) inputs_[r] = slot(r) + rank_ * n * element;
-    combine(out + offset * element, inputs_.data(), size_, n);
+    combine(out + offset * element, nullptr, inputs_.data(), size_, n);
     half_ ^= 1;
   }
 }
