@@ -90,7 +90,7 @@ Communicator::~Communicator() {
 
 void Communicator::close() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (failure_.empty()) failure_ = "lockstep::shutdown() ended the process group";
+  closed_ = true;
 }
 
 void Communicator::watch() {
@@ -243,6 +243,10 @@ Work Communicator::submit(Call call, Body body, bool blocking) {
   auto state = std::make_shared<detail::WorkState>();
   Work work(state);
   std::unique_lock<std::mutex> lock(mutex_);
+  if (closed_) {
+    throw Error("lockstep: cannot run " + to_string(call.kind) + ": lockstep::shutdown() ended "
+                "its process group; groups made before a new init() cannot be used after it");
+  }
   if (!failure_.empty()) {
     throw Error("lockstep: cannot run " + to_string(call.kind) +
                 ": the process group failed earlier and is unusable; call "

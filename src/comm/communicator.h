@@ -103,6 +103,7 @@ class Communicator {
   std::deque<Task> queue_;
   bool busy_ = false;  // a collective is running, inline or on the worker
   bool stopping_ = false;
+  bool closed_ = false;  // by shutdown()
   uint64_t next_seq_ = 0;
   std::string failure_;  // set once a collective failed: the group is unusable after
   std::thread worker_;
