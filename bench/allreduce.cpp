@@ -94,15 +94,17 @@ int calls_per_block(size_t bytes) {
 }
 
 // Times every variant for every size; rank 0 writes one line of numbers per size: the size,
-// then each variant's seconds and ratio.
+// then each variant's seconds and ratio. `prepare` runs on every rank before each size.
 void measure(const std::string& out_path, int rank, const std::function<void()>& barrier,
              const std::function<void(float*, int64_t)>& raw,
-             const std::vector<std::function<void(torch::Tensor&)>>& ours) {
+             const std::vector<std::function<void(torch::Tensor&)>>& ours,
+             const std::function<void(int64_t count)>& prepare = nullptr) {
   std::ofstream out;
   if (rank == 0) out.open(out_path);
   for (size_t bytes = kSmallest; bytes <= kLargest; bytes *= 4) {
     const int64_t count = static_cast<int64_t>(bytes / sizeof(float));
     torch::Tensor buffer = torch::zeros({count});  // zeros stay zeros: no overflow, no denormals
+    if (prepare) prepare(count);
     std::vector<Variant> variants{[&] { raw(buffer.data_ptr<float>(), count); }};
     for (const auto& variant : ours) variants.push_back([&] { variant(buffer); });
     const Timing t = time_side_by_side(variants, calls_per_block(bytes), barrier);
@@ -154,12 +156,15 @@ int mpi_pair(const std::string& out_path, const std::string& dir) {
   {
     Group over_mpi(spec);
     Group over_shm(file_spec(rank, dir + "/shm-in-mpi", true));
+    torch::Tensor shared;  // from empty_shared, as DDP's buckets are
     measure(out_path, rank, [] { MPI_Barrier(MPI_COMM_WORLD); },
             [](float* data, int64_t count) {
               MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             },
             {[&](torch::Tensor& t) { over_mpi.all_reduce(t); },
-             [&](torch::Tensor& t) { over_shm.all_reduce(t); }});
+             [&](torch::Tensor& t) { over_shm.all_reduce(t); },
+             [&](torch::Tensor&) { over_shm.all_reduce(shared); }},
+            [&](int64_t count) { shared = over_shm.communicator->empty_shared({count}, at::kFloat).zero_(); });
   }
   MPI_Finalize();
   return 0;
@@ -230,11 +235,25 @@ std::string size_name(size_t bytes) {
 
 // µs per call of each variant, their ratios to the raw engine, then GB/s of each.
 std::string row(size_t bytes, const std::vector<double>& v) {
-  const double raw = v[0], engine = v[2], shm = v[4];
-  char text[300];
-  std::snprintf(text, sizeof(text), "%.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f", raw * 1e6,
-                engine * 1e6, shm * 1e6, v[3], v[5], bytes / raw / 1e9, bytes / engine / 1e9, bytes / shm / 1e9);
+  std::string text;
+  char cell[40];
+  for (size_t i = 0; i < v.size(); i += 2) text += (std::snprintf(cell, sizeof(cell), " %.1f |", v[i] * 1e6), cell);
+  for (size_t i = 3; i < v.size(); i += 2) text += (std::snprintf(cell, sizeof(cell), " %.2f |", v[i]), cell);
+  for (size_t i = 0; i < v.size(); i += 2) {
+    text += (std::snprintf(cell, sizeof(cell), " %.2f |", bytes / v[i] / 1e9), cell);
+  }
   return text;
+}
+
+// A table with a column of µs per variant, of ratio per lockstep variant, of GB/s per variant.
+void print_table(const std::string& title, const std::vector<std::string>& names,
+                 const std::map<size_t, std::vector<double>>& rows) {
+  std::string header = "| size |", rule = "|---:|";
+  for (const auto& name : names) header += " " + name + " µs |", rule += "---:|";
+  for (size_t i = 1; i < names.size(); ++i) header += " " + names[i] + " / " + names[0] + " |", rule += "---:|";
+  for (const auto& name : names) header += " " + name + " GB/s |", rule += "---:|";
+  std::printf("\n%s\n%s\n%s\n", title.c_str(), header.c_str(), rule.c_str());
+  for (const auto& [bytes, v] : rows) std::printf("| %s |%s\n", size_name(bytes).c_str(), row(bytes, v).c_str());
 }
 
 // The element-wise sums shared memory reduces with, alone on one core: two L2-resident
@@ -275,14 +294,11 @@ int parent(const std::string& self) {
 
   const auto mpi = read_results(dir + "/mpi.txt");
   const auto gloo = read_results(dir + "/gloo.txt");
-  std::printf("Under mpirun: raw MPI_Allreduce, lockstep over MPI (LOCKSTEP_SHM=0), lockstep over shared memory\n");
-  std::printf("| size | MPI µs | lockstep MPI µs | lockstep shm µs | lockstep MPI / MPI | shm / MPI "
-              "| MPI GB/s | lockstep MPI GB/s | shm GB/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& [bytes, v] : mpi) std::printf("| %s | %s |\n", size_name(bytes).c_str(), row(bytes, v).c_str());
-  std::printf("\nWithout MPI: raw gloo, lockstep over gloo (LOCKSTEP_SHM=0), lockstep over shared memory\n");
-  std::printf("| size | gloo µs | lockstep gloo µs | lockstep shm µs | lockstep gloo / gloo | shm / gloo "
-              "| gloo GB/s | lockstep gloo GB/s | shm GB/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& [bytes, v] : gloo) std::printf("| %s | %s |\n", size_name(bytes).c_str(), row(bytes, v).c_str());
+  print_table("Under mpirun: raw MPI_Allreduce, lockstep over MPI (LOCKSTEP_SHM=0), lockstep over shared memory "
+              "(an ordinary tensor, and one from empty_shared)",
+              {"MPI", "lockstep MPI", "shm", "shm shared"}, mpi);
+  print_table("Without MPI: raw gloo, lockstep over gloo (LOCKSTEP_SHM=0), lockstep over shared memory",
+              {"gloo", "lockstep gloo", "shm"}, gloo);
   print_kernel_speeds();
   fs::remove_all(dir);
   return 0;

@@ -48,6 +48,7 @@ std::string to_string(Collective kind) {
     case Collective::ReduceScatter: return "reduce_scatter";
     case Collective::Barrier: return "barrier";
     case Collective::NewGroup: return "new_group";
+    case Collective::EmptyShared: return "empty_shared";
   }
   return "collective";
 }

@@ -10,7 +10,9 @@
 
 namespace lockstep {
 
-enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier, NewGroup };
+enum class Collective {
+  AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier, NewGroup, EmptyShared
+};
 
 std::string to_string(Collective kind);
 

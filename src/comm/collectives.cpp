@@ -70,6 +70,10 @@ Work reduce_scatter_async(at::Tensor input, ReduceOp op, const ProcessGroup& gro
   return communicator_of(group, "reduce_scatter").reduce_scatter(std::move(input), op, /*blocking=*/false);
 }
 
+at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, const ProcessGroup& group) {
+  return communicator_of(group, "empty_shared").empty_shared(sizes, dtype);
+}
+
 void barrier(const ProcessGroup& group) {
   communicator_of(group, "barrier").barrier(/*blocking=*/true);
 }

@@ -214,6 +214,17 @@ Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) 
   }, blocking);
 }
 
+at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype) {
+  const at::Tensor like = at::empty({0}, at::TensorOptions().dtype(dtype));
+  check_tensor(like, Collective::EmptyShared, backend_);  // names an unsupported dtype
+  Call call(Collective::EmptyShared, {like});
+  call.shapes[0] = sizes.vec();
+  const std::vector<int64_t> shape = sizes.vec();
+  return submit(std::move(call), [this, shape, dtype](const Call& c) {
+    return std::vector<at::Tensor>{transport_->empty_shared(shape, dtype, c.tag())};
+  }, /*blocking=*/true).result().at(0);
+}
+
 void Communicator::run_in_order(const std::function<void()>& body) {
   Call call(Collective::NewGroup, {});
   submit(std::move(call), [&body](const Call&) {

@@ -49,6 +49,8 @@ class Communicator {
   Work all_gather(at::Tensor tensor, bool blocking);
   Work reduce_scatter(at::Tensor input, ReduceOp op, bool blocking);
   Work barrier(bool blocking);
+  /// A tensor for collectives without staging copies (Transport::empty_shared), made in turn.
+  at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype);
 
   /// True once a collective failed in a way that leaves the group unusable.
   bool has_failed() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include <ATen/ATen.h>
 
@@ -62,6 +63,11 @@ void ShmTransport::meet(uint32_t tag) { meeting_.meet(++phase_, tag, deadline_);
 
 void ShmTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
   start_call();
+  if (tensor.nbytes() > kDirectBytes) {
+    if (const auto place = find_shared(tensor)) {
+      return all_reduce_shared(*place, tensor.numel(), tensor.scalar_type(), op, tag);
+    }
+  }
   reduce_into(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.scalar_type(), op,
               /*keep=*/true, tag);
 }
@@ -113,6 +119,82 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     }
     half_ ^= 1;
   }
+}
+
+at::Tensor ShmTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t tag) {
+  start_call();
+  const size_t bytes = c10::multiply_integers(sizes) * c10::elementSize(dtype);
+  const size_t part = round_up(std::max<size_t>(bytes, 1), kAlign);
+  // Local rank 0 makes the segment and passes its name (empty if it failed) through its slot.
+  std::optional<ShmSegment> segment;
+  std::exception_ptr failed;
+  char name[256] = {};
+  if (rank_ == 0) {
+    try {
+      segment.emplace(ShmSegment::create(part * size_));
+      std::strncpy(name, segment->name().c_str(), sizeof(name) - 1);
+    } catch (const std::exception&) {
+      failed = std::current_exception();
+    }
+    std::memcpy(slot(0), name, sizeof(name));
+  }
+  meet(tag);
+  if (rank_ != 0) std::memcpy(name, slot(0), sizeof(name));
+  half_ ^= 1;
+  if (failed) std::rethrow_exception(failed);
+  if (name[0] == '\0') {
+    throw std::runtime_error("local rank 0 could not make the shared tensor's segment (see its error)");
+  }
+  if (!segment) segment.emplace(ShmSegment::open(name, part * size_));
+  meet(tag);  // mapped everywhere: the name can go
+  segment->unlink();
+  auto block = std::make_shared<SharedBlock>(SharedBlock{std::move(*segment), part});
+  shared_blocks_.push_back(block);
+  char* mine = static_cast<char*>(block->segment.data()) + rank_ * part;
+  return at::from_blob(mine, sizes, [block](void*) {}, at::TensorOptions().dtype(dtype));
+}
+
+std::optional<ShmTransport::SharedPlace> ShmTransport::find_shared(const at::Tensor& tensor) {
+  const char* data = static_cast<const char*>(tensor.data_ptr());
+  for (auto it = shared_blocks_.begin(); it != shared_blocks_.end();) {
+    auto block = it->lock();
+    if (!block) {
+      it = shared_blocks_.erase(it);
+      continue;
+    }
+    const char* mine = static_cast<const char*>(block->segment.data()) + rank_ * block->part_bytes;
+    if (data >= mine && data + tensor.nbytes() <= mine + block->part_bytes) {
+      return SharedPlace{block, static_cast<size_t>(data - mine)};
+    }
+    ++it;
+  }
+  return std::nullopt;
+}
+
+void ShmTransport::all_reduce_shared(const SharedPlace& place, size_t count, at::ScalarType dtype,
+                                     ReduceOp op, uint32_t tag) {
+  const ReduceManyFunction combine = reduce_many_function(dtype, op);
+  const size_t element = c10::elementSize(dtype);
+  char* first = static_cast<char*>(place.block->segment.data()) + place.offset;
+  auto tensor_of = [&](int r) { return first + r * place.block->part_bytes; };
+  // The meeting's tag also says where the tensor lies: every rank must pass the same place,
+  // and ranks passing an ordinary tensor take the other path.
+  const uint32_t shared_tag = tag ^ 0x5a5a5a5au ^ static_cast<uint32_t>(place.offset * 2654435761u);
+  meet(shared_tag);  // every rank's tensor holds its input
+  // This rank's slice of every tensor is its alone until the next meeting: it reduces it in
+  // pieces that stay in cache while they are copied into the others' tensors.
+  const Range mine = slice_of(rank_, size_, count, element);
+  const size_t per_piece = kSlotBytes / element;
+  for (size_t begin = mine.begin; begin < mine.end; begin += per_piece) {
+    const size_t n = std::min(per_piece, mine.end - begin);
+    const size_t at = begin * element;
+    for (int r = 0; r < size_; ++r) inputs_[r] = tensor_of(r) + at;
+    combine(tensor_of(rank_) + at, nullptr, inputs_.data(), size_, n);
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) std::memcpy(tensor_of(r) + at, tensor_of(rank_) + at, n * element);
+    }
+  }
+  meet(shared_tag);  // every slice is in every tensor
 }
 
 void ShmTransport::broadcast(at::Tensor& tensor, int root, uint32_t tag) {

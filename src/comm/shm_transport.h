@@ -1,5 +1,7 @@
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/shm_meeting.h"
@@ -18,7 +20,8 @@ namespace lockstep {
 /// slices that all ranks reduce in parallel, then gathered.
 ///
 /// Ranks that made different calls notice at the first meeting, before reading anything
-/// (CallsDiffer); a rank that dies or stalls is named by ShmMeeting.
+/// (CallsDiffer); a rank that dies or stalls is named by ShmMeeting. Tensors made by
+/// empty_shared skip the slots: every rank maps every rank's tensor.
 class ShmTransport : public Transport {
  public:
   /// Size of the segment for `size` ranks.
@@ -41,8 +44,25 @@ class ShmTransport : public Transport {
                       uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
+  /// A tensor in a segment every local rank maps, rank r's in part r: all_reduce on it
+  /// reads and writes the other ranks' tensors directly, with no copies through the slots.
+  at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t tag) override;
 
  private:
+  struct SharedBlock {
+    ShmSegment segment;
+    size_t part_bytes;
+  };
+  /// Where a tensor lies in a shared block: the block, and its offset in this rank's part.
+  struct SharedPlace {
+    std::shared_ptr<SharedBlock> block;
+    size_t offset;
+  };
+  std::optional<SharedPlace> find_shared(const at::Tensor& tensor);
+  /// Every rank reduces its slice of all ranks' tensors and writes it into all of them.
+  void all_reduce_shared(const SharedPlace& place, size_t count, at::ScalarType dtype,
+                         ReduceOp op, uint32_t tag);
+
   /// Reduces `data` across ranks; only ranks with `keep` write the result into it.
   void reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep,
                    uint32_t tag);
@@ -62,6 +82,7 @@ class ShmTransport : public Transport {
   int half_ = 0;
   ShmMeeting::Clock::time_point deadline_;
   std::vector<const void*> inputs_;  // one per rank, for the reduction kernels
+  std::vector<std::weak_ptr<SharedBlock>> shared_blocks_;  // alive while their tensors are
 };
 
 }  // namespace lockstep

@@ -11,6 +11,10 @@ void Transport::reduce_scatter(const at::Tensor& input, at::Tensor& output, Redu
   output.copy_(reduced.chunk(size(), 0)[rank()]);
 }
 
+at::Tensor Transport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t) {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype));
+}
+
 bool Transport::same_fingerprint_everywhere(uint64_t) { return true; }
 
 std::exception_ptr Transport::explain_failure(const Call&, const std::exception&,

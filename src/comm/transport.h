@@ -39,6 +39,11 @@ class Transport {
   virtual void barrier(uint32_t tag) = 0;
   virtual void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) = 0;
 
+  /// A CPU tensor that later collectives may move without staging copies (shared memory
+  /// maps every local rank's tensor into all of them). Every rank calls it, in order, with
+  /// the same sizes and dtype. The default is an ordinary tensor.
+  virtual at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t tag);
+
   /// Transports whose mismatched calls could corrupt memory (MPI) compare fingerprints
   /// before every collective; others rely on tags and compare only in debug mode.
   virtual bool checks_every_call() const { return false; }

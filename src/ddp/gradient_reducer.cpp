@@ -50,7 +50,10 @@ void GradientReducer::build_buckets(const std::vector<size_t>& order) {
     Bucket bucket;
     int64_t numel = 0;
     for (size_t i : members) numel += parameters_[i].numel();
-    bucket.buffer = at::empty({numel}, parameters_[members.front()].options().requires_grad(false));
+    const at::Tensor& first = parameters_[members.front()];
+    // In shared memory where the group has it: the bucket's all_reduce then copies nothing.
+    bucket.buffer = first.device().is_cpu() ? empty_shared({numel}, first.scalar_type(), options_.group)
+                                            : at::empty({numel}, first.options().requires_grad(false));
     int64_t offset = 0;
     for (size_t slot = 0; slot < members.size(); ++slot) {
       const at::Tensor& p = parameters_[members[slot]];

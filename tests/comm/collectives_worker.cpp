@@ -153,6 +153,30 @@ void check_coalesced(int r, int n) {
   expect_equal(copies[0], expected_reduction(n, 9, ReduceOp::Avg, torch::kDouble), "coalesced async Avg");
 }
 
+// Tensors from empty_shared, reduced in place (with no staging copies over shared memory).
+void check_shared_tensors(int r, int n) {
+  for (auto dtype : kDtypes) {
+    for (int64_t numel : {int64_t{7}, int64_t{(1 << 16) + 3}}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
+        torch::Tensor t = lockstep::empty_shared({numel}, dtype);
+        t.copy_(input_for(r, n, numel, op).to(dtype));
+        lockstep::all_reduce(t, op);
+        expect_equal(t, expected_reduction(n, numel, op, dtype),
+                     "all_reduce of an empty_shared tensor (" + lockstep::to_string(op) + ", " +
+                         c10::toString(dtype) + ", " + std::to_string(numel) + ")");
+      }
+    }
+  }
+  // A row of a shared tensor, reduced while the other rows stay as they were.
+  torch::Tensor rows = lockstep::empty_shared({3, 40000}, torch::kFloat);
+  rows.fill_(r + 1);
+  torch::Tensor middle = rows[1];
+  lockstep::all_reduce_async(middle).wait();
+  expect_equal(rows[1], torch::full({40000}, n * (n + 1) / 2, torch::kFloat), "all_reduce of a shared row");
+  expect_equal(rows[0], torch::full({40000}, r + 1, torch::kFloat), "the row before it");
+  expect_equal(rows[2], torch::full({40000}, r + 1, torch::kFloat), "the row after it");
+}
+
 void check_everything() {
   const int r = lockstep::rank();
   const int n = lockstep::world_size();
@@ -165,6 +189,7 @@ void check_everything() {
   check_all_reduce(r, n, torch::kFloat, (1 << 19) + 3);
   check_all_reduce(r, n, torch::kHalf, (1 << 18) + 1);
   check_coalesced(r, n);
+  check_shared_tensors(r, n);
 
   // Many async calls in flight at once complete in order with the right values.
   std::vector<torch::Tensor> pending;

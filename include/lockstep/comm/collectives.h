@@ -57,6 +57,14 @@ at::Tensor reduce_scatter(const at::Tensor& input, ReduceOp op = ReduceOp::Sum,
 Work reduce_scatter_async(at::Tensor input, ReduceOp op = ReduceOp::Sum,
                           const ProcessGroup& group = ProcessGroup());
 
+/// An uninitialised tensor whose all_reduce needs no staging copies: between ranks of one
+/// host it lives in shared memory that every local rank maps, so each rank reduces its
+/// slice of all ranks' tensors in place (DistributedDataParallel's buckets are made this
+/// way). Every rank of the group calls it, in order, with the same sizes and dtype; pass
+/// such tensors to a collective on every rank or on none. Elsewhere, an ordinary tensor.
+at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype,
+                        const ProcessGroup& group = ProcessGroup());
+
 /// Returns once every rank has called it.
 void barrier(const ProcessGroup& group = ProcessGroup());
 Work barrier_async(const ProcessGroup& group = ProcessGroup());
