@@ -1,8 +1,9 @@
 #include "comm/shm_transport.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
-#include <stdexcept>
+#include <mutex>
 
 #include <ATen/ATen.h>
 
@@ -127,24 +128,25 @@ at::Tensor ShmTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
   const size_t part = round_up(std::max<size_t>(bytes, 1), kAlign);
   // Local rank 0 makes the segment and passes its name (empty if it failed) through its slot.
   std::optional<ShmSegment> segment;
-  std::exception_ptr failed;
   char name[256] = {};
   if (rank_ == 0) {
     try {
       segment.emplace(ShmSegment::create(part * size_));
       std::strncpy(name, segment->name().c_str(), sizeof(name) - 1);
-    } catch (const std::exception&) {
-      failed = std::current_exception();
+    } catch (const std::exception& e) {
+      // A full /dev/shm (a container's 64 MB) costs speed, not the job.
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        std::fprintf(stderr, "%s; shared tensors fall back to ordinary ones, reduced through "
+                             "copies\n", e.what());
+      });
     }
     std::memcpy(slot(0), name, sizeof(name));
   }
   meet(tag);
   if (rank_ != 0) std::memcpy(name, slot(0), sizeof(name));
   half_ ^= 1;
-  if (failed) std::rethrow_exception(failed);
-  if (name[0] == '\0') {
-    throw std::runtime_error("local rank 0 could not make the shared tensor's segment (see its error)");
-  }
+  if (name[0] == '\0') return at::empty(sizes, at::TensorOptions().dtype(dtype));
   if (!segment) segment.emplace(ShmSegment::open(name, part * size_));
   meet(tag);  // mapped everywhere: the name can go
   segment->unlink();
