@@ -6,6 +6,7 @@
 #include "comm/hierarchical_transport.h"
 #include "comm/self_transport.h"
 #include "comm/shm_transport.h"
+#include "lockstep/comm/error.h"
 
 namespace lockstep {
 namespace {
@@ -49,23 +50,36 @@ std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& m
     return world.connect_engine(members, name);
   }
 
-  // Each host's first rank makes the segment; the others learn its name from the gather.
+  // Each host's first rank makes the segment; the others learn its name from the gather, or
+  // its error ("!" first), so that they fail with it instead of waiting.
   const HierarchicalTransport::Place place = rank >= 0 ? p.places[rank] : HierarchicalTransport::Place{-1, -1};
   const int local_size = rank >= 0 ? static_cast<int>(p.hosts[place.host].size()) : 0;
   std::optional<ShmSegment> segment;
+  std::exception_ptr failed;
+  std::string mine;
   if (local_size > 1 && place.local == 0) {
-    remove_abandoned_segments();
-    segment.emplace(ShmSegment::create(ShmTransport::segment_bytes(local_size)));
+    try {
+      remove_abandoned_segments();
+      segment.emplace(ShmSegment::create(ShmTransport::segment_bytes(local_size)));
+      mine = segment->name();
+    } catch (const std::exception& e) {
+      failed = std::current_exception();
+      mine = std::string("!") + e.what();
+    }
   }
-  const auto names = gather(segment ? segment->name() : "");
+  const auto names = gather(mine);
+  if (failed) std::rethrow_exception(failed);
   if (rank < 0) return nullptr;
 
   std::unique_ptr<Transport> local;
   if (local_size > 1) {
     const int leader = members[p.hosts[place.host][0]];
-    if (!segment) {
-      segment.emplace(ShmSegment::open(names.at(leader), ShmTransport::segment_bytes(local_size)));
+    const std::string& name = names.at(leader);
+    if (!name.empty() && name[0] == '!') {
+      throw Error("lockstep: rank " + std::to_string(leader) + ", the first on this host, could not "
+                  "make the group's shared memory: " + name.substr(1));
     }
+    if (!segment) segment.emplace(ShmSegment::open(name, ShmTransport::segment_bytes(local_size)));
     local = std::make_unique<ShmTransport>(std::move(*segment), place.local, local_size,
                                            spec.timeout, p.hosts[place.host]);
   } else {

@@ -345,6 +345,14 @@ int main(int argc, char** argv) {
       check_sub_groups();
       if (failures > 0) return 1;
       std::cout << "rank " << lockstep::rank() << ": sub-groups correct" << std::endl;
+    } else if (scenario == "large-shared") {
+      const int r = lockstep::rank(), n = lockstep::world_size();
+      torch::Tensor t = lockstep::empty_shared({4 << 20}, torch::kFloat);  // 16 MB
+      t.fill_(r + 1);
+      lockstep::all_reduce(t);
+      expect_equal(t, torch::full({4 << 20}, n * (n + 1) / 2, torch::kFloat), "a large shared tensor");
+      if (failures > 0) return 1;
+      std::cout << "rank " << r << ": large shared tensor reduced" << std::endl;
     } else if (scenario == "loop") {
       return loop_until_failure();  // no shutdown: its barrier would wait for the killed rank
     } else if (scenario == "sigpipe") {

@@ -198,6 +198,40 @@ TEST(DeadRank, SharedMemoryRankKilledInsideACollective) {
   }
 }
 
+// In a mount namespace of its own, /dev/shm is a 4 MB tmpfs: the group's segment fits, a
+// 16 MB tensor per rank does not, and training must go on with copies.
+TEST(SharedMemory, ATensorThatDoesNotFitInDevShmFallsBackToCopies) {
+  const std::string script = std::string("mount -t tmpfs -o size=4m lockstep-test /dev/shm && exec ") +
+                             LOCKSTEP_TOOL + " run -n 2 -- " + COLLECTIVES_WORKER + " large-shared";
+  const auto run = run_process({"unshare", "--mount", "--propagation", "private", "sh", "-c", script},
+                               {{"LOCKSTEP_TIMEOUT", "60"}}, std::chrono::seconds(120));
+  if (run.exit_code != 0 && !contains(run.output, "[rank ")) {
+    GTEST_SKIP() << "cannot make a mount namespace with a small /dev/shm here: " << run.output;
+  }
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "[rank 0] rank 0: large shared tensor reduced")) << run.output;
+  EXPECT_TRUE(contains(run.output, "[rank 1] rank 1: large shared tensor reduced")) << run.output;
+  EXPECT_TRUE(contains(run.output, "cannot reserve 32768 KiB of shared memory in /dev/shm")) << run.output;
+  EXPECT_TRUE(contains(run.output, "shared tensors fall back to ordinary ones")) << run.output;
+}
+
+// With 64 KB of /dev/shm not even the group's segment fits: init() fails at once on every
+// rank, saying what to do.
+TEST(SharedMemory, NoRoomForTheGroupsSegmentEndsInitOnEveryRank) {
+  const std::string script = std::string("mount -t tmpfs -o size=64k lockstep-test /dev/shm && exec ") +
+                             LOCKSTEP_TOOL + " run -n 2 -- " + COLLECTIVES_WORKER + " init-only";
+  const auto start = steady_clock::now();
+  const auto run = run_process({"unshare", "--mount", "--propagation", "private", "sh", "-c", script},
+                               {{"LOCKSTEP_TIMEOUT", "60"}}, std::chrono::seconds(120));
+  if (run.exit_code != 0 && !contains(run.output, "[rank ")) {
+    GTEST_SKIP() << "cannot make a mount namespace with a small /dev/shm here: " << run.output;
+  }
+  EXPECT_LT(seconds_since(start), 30);  // well before the 60 s timeout
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "shared memory in /dev/shm")) << run.output;
+  EXPECT_TRUE(contains(run.output, "set LOCKSTEP_SHM=0")) << run.output;
+}
+
 TEST(Rendezvous, RankThatNeverArrivesIsNamed) {
   for (const auto& world : {tcp_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}})}) {
     const auto start = steady_clock::now();
