@@ -178,6 +178,16 @@ void sub_group_equivalence() {
                  c.model + "/" + c.optimizer + " on the sub-group of rank " + std::to_string(lockstep::rank()));
     lockstep::barrier();
   }
+  // DistributedOptimizer averages over its group only: rank r's gradient is r + 1 everywhere.
+  Tensor w = torch::zeros({3}, torch::kDouble).requires_grad_();
+  lockstep::DistributedOptimizer<torch::optim::SGD> optimizer(mine, std::vector<Tensor>{w},
+                                                               torch::optim::SGDOptions(0.5));
+  w.mutable_grad() = torch::full({3}, lockstep::rank() + 1.0, torch::kDouble);
+  optimizer.step();
+  double mean = 0;
+  for (int q : mine.ranks()) mean += (q + 1.0) / mine.size();
+  expect_close(w.detach(), torch::full({3}, -0.5 * mean, torch::kDouble), 0, 1e-12,
+               "DistributedOptimizer on the sub-group of rank " + std::to_string(lockstep::rank()));
 }
 
 // Compressed buckets: the same training within the tolerance the docs state.
