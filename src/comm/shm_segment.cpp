@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -97,6 +98,16 @@ void remove_abandoned_segments() {
     const pid_t creator = static_cast<pid_t>(std::atol(file.c_str() + sizeof(kPrefix) - 1));
     if (creator > 0 && !process_exists(creator)) shm_unlink(("/" + file).c_str());
   }
+}
+
+}  // namespace lockstep
+
+namespace lockstep {
+
+size_t shm_free_bytes() {
+  struct statvfs status {};
+  if (statvfs("/dev/shm", &status) != 0) return 0;
+  return static_cast<size_t>(status.f_bavail) * status.f_frsize;
 }
 
 }  // namespace lockstep

@@ -43,4 +43,7 @@ class ShmSegment {
 /// Removes segments of lockstep jobs whose creating process no longer exists.
 void remove_abandoned_segments();
 
+/// Bytes /dev/shm has free (the most a segment could take now).
+size_t shm_free_bytes();
+
 }  // namespace lockstep

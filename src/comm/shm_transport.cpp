@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include <ATen/ATen.h>
 
@@ -130,16 +131,27 @@ at::Tensor ShmTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
   std::optional<ShmSegment> segment;
   char name[256] = {};
   if (rank_ == 0) {
-    try {
-      segment.emplace(ShmSegment::create(part * size_));
-      std::strncpy(name, segment->name().c_str(), sizeof(name) - 1);
-    } catch (const std::exception& e) {
-      // A full /dev/shm (a container's 64 MB) costs speed, not the job.
-      static std::once_flag warned;
+    // A full /dev/shm (a container's 64 MB) costs speed, not the job; and shared tensors take
+    // at most half of what is free, so that other groups and jobs on the host find room.
+    static std::once_flag warned;
+    auto fall_back = [&](const std::string& why) {
       std::call_once(warned, [&] {
-        std::fprintf(stderr, "%s; shared tensors fall back to ordinary ones, reduced through "
-                             "copies\n", e.what());
+        std::fprintf(stderr, "%s; shared tensors that do not fit are ordinary ones, reduced "
+                             "through copies\n", why.c_str());
       });
+    };
+    const size_t free_bytes = shm_free_bytes();
+    if (part * size_ > free_bytes / 2) {
+      fall_back("lockstep: a shared tensor of " + std::to_string(part * size_ >> 10) + " KiB "
+                "would take more than half of the " + std::to_string(free_bytes >> 10) +
+                " KiB free in /dev/shm (docker run --shm-size gives more)");
+    } else {
+      try {
+        segment.emplace(ShmSegment::create(part * size_));
+        std::strncpy(name, segment->name().c_str(), sizeof(name) - 1);
+      } catch (const std::exception& e) {
+        fall_back(e.what());
+      }
     }
     std::memcpy(slot(0), name, sizeof(name));
   }
