@@ -103,6 +103,24 @@ TEST(EveryCollective, HierarchicalAcrossTwoLaunchesOfTwoRanks) {
   }
 }
 
+// Under mpirun, ranks 0-1 and 2-3 as two "nodes" (GROUP_RANK): shared memory inside each,
+// MPI between their leaders; then sub-groups, which MPI connects with MPI_Comm_create_group.
+TEST(EveryCollective, HierarchicalOverMpiAndItsSubGroups) {
+  for (const std::string scenario : {"all", "sub-groups"}) {
+    auto argv = mpirun(4);
+    argv.insert(argv.end(), {"sh", "-c", "GROUP_RANK=$((OMPI_COMM_WORLD_RANK / 2)) exec \"$0\" \"$1\"",
+                             COLLECTIVES_WORKER, scenario});
+    const auto run = run_process(argv, mpirun_env({{"LOCKSTEP_TIMEOUT", "60"}}));
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    for (int r = 0; r < 4; ++r) {
+      const std::string said = scenario == "all"
+          ? "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r) + " of 4, mpi, shm+mpi): all collectives correct"
+          : "rank " + std::to_string(r) + ": sub-groups correct";
+      EXPECT_TRUE(contains(run.output, said)) << run.output;
+    }
+  }
+}
+
 TEST(EveryCollective, SubGroupsBesideTheDefaultGroup) {
   for (const bool shm : {true, false}) {
     const auto ranks = run_processes(4, {COLLECTIVES_WORKER, "sub-groups"},
