@@ -19,12 +19,12 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-// Spinning pays only while the other rank runs on another core. When both share one (more
-// ranks than cores, or the scheduler put them together), every microsecond spun is one the
-// other rank cannot use: spinning for 20 µs made each 4 KB all_reduce cost 23 µs instead of
-// 2 µs then. So: a few pauses, then yield (cheap when this core has nothing else to run),
-// then, beyond 200 µs, sleep, which frees the core for real work.
-constexpr int kSpinPauses = 64;
+// Spinning pays while the other rank is a few microseconds away on another core; yielding,
+// while it is runnable but needs this core; beyond that, sleeping frees the core for real
+// work. Measured both ways (docs/PERFORMANCE.md): yielding after 64 pauses made a 4 KB
+// all_reduce between ranks the scheduler put on one core 3 µs instead of 23, but the
+// perceptron example's 2-worker epochs slower (0.56 s against 0.22-0.41 s).
+constexpr microseconds kSpinFor{20};
 constexpr microseconds kYieldUntil{200};
 constexpr milliseconds kSleepAtMost{20};
 constexpr milliseconds kCheckLivenessEvery{100};
@@ -85,15 +85,17 @@ void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) 
   if (!everyone_at(phase)) {
     const auto start = Clock::now();
     for (int i = 1;; ++i) {
-      if (i <= kSpinPauses) {
-        cpu_relax();
-      } else if (Clock::now() - start < kYieldUntil) {
-        sched_yield();
-      } else {
-        sleep_until_everyone_at(phase, deadline);
-        break;
-      }
+      cpu_relax();
       if (everyone_at(phase)) break;
+      if (i % 64 != 0) continue;
+      const auto waited = Clock::now() - start;
+      if (waited < kSpinFor) continue;
+      if (waited < kYieldUntil) {
+        sched_yield();
+        continue;
+      }
+      sleep_until_everyone_at(phase, deadline);
+      break;
     }
   }
   for (int r = 0; r < size_; ++r) {

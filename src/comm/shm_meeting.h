@@ -12,9 +12,9 @@ namespace lockstep {
 /// It lives at the start of their segment: per rank, the last phase it reached, the tag of
 /// the call it was in and its pid, each on its own cache line.
 ///
-/// Waiting spins for a few pauses, then yields, then sleeps on a futex, so that ranks
-/// sharing a core do not starve the rank they wait for. While asleep it checks that the
-/// ranks it waits for are still alive.
+/// Waiting spins for a few microseconds (the other rank is usually about to arrive), then
+/// yields, then sleeps on a futex, so that ranks outnumbering cores do not starve the rank
+/// they wait for. While asleep it checks that the ranks it waits for are still alive.
 class ShmMeeting {
  public:
   using Clock = std::chrono::steady_clock;
