@@ -19,8 +19,6 @@ namespace {
 std::mutex group_mutex;
 std::shared_ptr<detail::GroupState> world_group;
 std::vector<std::weak_ptr<detail::GroupState>> sub_groups;
-int this_local_rank = 0;
-int this_local_world_size = 1;
 
 detail::GroupState& joined() {
   std::lock_guard<std::mutex> lock(group_mutex);
@@ -111,11 +109,8 @@ void init(const InitOptions& options) {
     throw Error("lockstep::init() was called twice; call lockstep::shutdown() first");
   }
   auto group = make_world_group(spec);
-  const auto [local_rank, local_size] = local_place(group->world->hosts(), spec.rank);
   std::lock_guard<std::mutex> lock(group_mutex);
   world_group = std::move(group);
-  this_local_rank = spec.local_rank.value_or(local_rank);
-  this_local_world_size = spec.local_world_size.value_or(local_size);
 }
 
 void shutdown() { leave(/*gracefully=*/true); }
@@ -127,14 +122,8 @@ bool is_initialized() {
 
 int rank() { return joined().rank; }
 int world_size() { return static_cast<int>(joined().world_ranks.size()); }
-int local_rank() {
-  joined();
-  return this_local_rank;
-}
-int local_world_size() {
-  joined();
-  return this_local_world_size;
-}
+int local_rank() { return joined().world->local_rank(); }
+int local_world_size() { return joined().world->local_world_size(); }
 Backend backend() { return joined().world->spec().backend; }
 
 }  // namespace lockstep

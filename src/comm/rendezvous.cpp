@@ -180,13 +180,15 @@ std::string store_name(const WorldSpec& spec) {
                                         : "the file store in '" + spec.file_path + "'";
 }
 
-// Every rank announces its host; this waits for all and names the missing ones if some
-// never come.
-std::vector<std::string> meet_everyone(gloo::rendezvous::Store& store, const WorldSpec& spec) {
-  const std::string me = host_identity(spec);
-  store.set("host-" + std::to_string(spec.rank), std::vector<char>(me.begin(), me.end()));
+// Small strings from every rank, indexed by rank: each sets its own key under `key` and
+// waits for all, naming the missing ranks if some never come. Values travel behind one
+// byte, since gloo's file store cannot hold empty ones.
+std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const WorldSpec& spec,
+                                        const std::string& key, const std::string& mine) {
+  const std::string value = "=" + mine;
+  store.set(key + "/" + std::to_string(spec.rank), std::vector<char>(value.begin(), value.end()));
   std::vector<std::string> keys;
-  for (int r = 0; r < spec.world_size; ++r) keys.push_back("host-" + std::to_string(r));
+  for (int r = 0; r < spec.world_size; ++r) keys.push_back(key + "/" + std::to_string(r));
   try {
     store.wait(keys, spec.timeout);
   } catch (const std::exception&) {
@@ -205,12 +207,12 @@ std::vector<std::string> meet_everyone(gloo::rendezvous::Store& store, const Wor
                        std::to_string(spec.world_size) +
                        "); check that every worker started with the same settings");
   }
-  std::vector<std::string> hosts;
-  for (const auto& key : keys) {
-    const auto name = store.get(key);
-    hosts.emplace_back(name.begin(), name.end());
+  std::vector<std::string> all;
+  for (const auto& k : keys) {
+    const auto got = store.get(k);
+    all.emplace_back(got.begin() + 1, got.end());
   }
-  return hosts;
+  return all;
 }
 
 // The ranks meet through a store; the engine is gloo, connected per group under the
@@ -221,20 +223,7 @@ class StoreWorld : public World {
       : World(spec, std::move(hosts)), store_(std::move(store)) {}
 
   std::vector<std::string> gather(const std::string& key, const std::string& mine) override {
-    const int n = spec().world_size;
-    if (n == 1) return {mine};
-    // gloo's file store cannot hold empty values: each travels behind one byte.
-    const std::string value = "=" + mine;
-    store_->set(key + "/" + std::to_string(spec().rank), std::vector<char>(value.begin(), value.end()));
-    std::vector<std::string> keys;
-    for (int r = 0; r < n; ++r) keys.push_back(key + "/" + std::to_string(r));
-    store_->wait(keys, spec().timeout);
-    std::vector<std::string> all;
-    for (const auto& k : keys) {
-      const auto value = store_->get(k);
-      all.emplace_back(value.begin() + 1, value.end());
-    }
-    return all;
+    return gather_through(*store_, spec(), key, mine);
   }
 
   std::unique_ptr<Transport> connect_engine(const std::vector<int>& ranks,
@@ -280,6 +269,10 @@ std::string host_identity(const WorldSpec& spec) {
   return identity;
 }
 
+
+namespace {
+
+// This rank's place among the ranks of its host, and how many there are.
 std::pair<int, int> local_place(const std::vector<std::string>& hosts, int rank) {
   int local_rank = 0, local_size = 0;
   for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
@@ -290,10 +283,20 @@ std::pair<int, int> local_place(const std::vector<std::string>& hosts, int rank)
   return {local_rank, local_size};
 }
 
+}  // namespace
+
+int World::local_rank() const {
+  return spec_.local_rank.value_or(local_place(hosts_, spec_.rank).first);
+}
+
+int World::local_world_size() const {
+  return spec_.local_world_size.value_or(local_place(hosts_, spec_.rank).second);
+}
+
 std::shared_ptr<World> join_world(const WorldSpec& spec) {
   if (spec.backend == Backend::Mpi) return join_mpi_world(spec);
   StorePtr store = open_store(spec);
-  auto hosts = meet_everyone(*store, spec);
+  auto hosts = gather_through(*store, spec, "host", host_identity(spec));
   return std::make_shared<StoreWorld>(spec, std::move(store), std::move(hosts));
 }
 

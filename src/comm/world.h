@@ -21,6 +21,9 @@ class World {
   const WorldSpec& spec() const { return spec_; }
   /// The identity of every rank's host: ranks with equal ones can share memory.
   const std::vector<std::string>& hosts() const { return hosts_; }
+  /// This rank's place among its host's ranks, and their number, unless the spec gave them.
+  int local_rank() const;
+  int local_world_size() const;
 
   /// Small strings from every rank, indexed by rank; every rank calls it with the same key.
   virtual std::vector<std::string> gather(const std::string& key, const std::string& mine) = 0;
@@ -45,8 +48,5 @@ std::shared_ptr<World> join_mpi_world(const WorldSpec& spec);
 /// (ranks can share memory and see each other's pids only when all agree), and the
 /// launcher's node rank, if any.
 std::string host_identity(const WorldSpec& spec);
-
-/// This rank's place among the ranks of its host, and how many there are.
-std::pair<int, int> local_place(const std::vector<std::string>& hosts, int rank);
 
 }  // namespace lockstep
