@@ -5,6 +5,7 @@
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/process_group.h"
+#include "lockstep/comm/replicas.h"
 #include "lockstep/comm/types.h"
 #include "lockstep/comm/work.h"
 #include "lockstep/ddp/comm_hook.h"

@@ -134,6 +134,10 @@ void settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& 
 void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
   spec.launched_by_mpirun = env("OMPI_COMM_WORLD_SIZE").has_value();
   spec.backend = options.backend();
+  if (spec.backend == Backend::Threads) {
+    throw ConfigError("lockstep::init: Backend::Threads is the backend of lockstep::run_replicas, "
+                      "which makes its own group; init() takes Backend::Gloo or Backend::Mpi");
+  }
   if (spec.backend == Backend::Auto) spec.backend = parse_backend(env("LOCKSTEP_BACKEND").value_or(""));
   if (spec.backend == Backend::Auto) spec.backend = spec.launched_by_mpirun ? Backend::Mpi : Backend::Gloo;
 

@@ -5,7 +5,6 @@
 
 #include <mpi.h>
 
-#include "comm/connect_group.h"
 #include "comm/environment.h"
 #include "comm/process_group.h"
 #include "lockstep/comm/error.h"
@@ -21,6 +20,7 @@ std::shared_ptr<detail::GroupState> world_group;
 std::vector<std::weak_ptr<detail::GroupState>> sub_groups;
 
 detail::GroupState& joined() {
+  if (auto* replica = detail::current_replica()) return *replica->group;
   std::lock_guard<std::mutex> lock(group_mutex);
   if (world_group == nullptr) throw Error("lockstep: call lockstep::init() first");
   return *world_group;
@@ -69,20 +69,13 @@ void survive_dead_peers() {
   }
 }
 
-std::shared_ptr<detail::GroupState> make_world_group(const WorldSpec& spec) {
-  auto group = std::make_shared<detail::GroupState>();
-  group->world = join_world(spec);
-  group->name = "world";
-  group->rank = spec.rank;
-  for (int r = 0; r < spec.world_size; ++r) group->world_ranks.push_back(r);
-  World& world = *group->world;
-  auto transport = connect_group(world, group->world_ranks, group->name,
-                                 [&](const std::string& mine) {
-                                   return world.gather("world/gather", mine);
-                                 });
-  group->communicator = std::make_unique<Communicator>(std::move(transport), spec.backend,
-                                                       spec.timeout, spec.debug);
-  return group;
+// A replica's group is run_replicas's to make and end.
+void refuse_on_replicas(const char* call) {
+  if (auto* replica = detail::current_replica()) {
+    throw Error(std::string("lockstep::") + call + "() was called on replica " +
+                std::to_string(replica->index) + " of lockstep::run_replicas, whose group is " +
+                "already joined and ends when the replica returns; leave the call out of the body");
+  }
 }
 
 }  // namespace
@@ -92,6 +85,7 @@ namespace detail {
 GroupState& default_group_state() { return joined(); }
 
 void remember_group(const std::shared_ptr<GroupState>& group) {
+  if (auto* replica = current_replica()) return replica->sub_groups.push_back(group);
   std::lock_guard<std::mutex> lock(group_mutex);
   sub_groups.push_back(group);
 }
@@ -99,6 +93,7 @@ void remember_group(const std::shared_ptr<GroupState>& group) {
 }  // namespace detail
 
 void init(const InitOptions& options) {
+  refuse_on_replicas("init");
   static std::once_flag exit_hook;
   std::call_once(exit_hook, [] {
     std::atexit(leave_at_exit);
@@ -108,14 +103,18 @@ void init(const InitOptions& options) {
   if (is_initialized()) {
     throw Error("lockstep::init() was called twice; call lockstep::shutdown() first");
   }
-  auto group = make_world_group(spec);
+  auto group = detail::make_world_group(join_world(spec));
   std::lock_guard<std::mutex> lock(group_mutex);
   world_group = std::move(group);
 }
 
-void shutdown() { leave(/*gracefully=*/true); }
+void shutdown() {
+  refuse_on_replicas("shutdown");
+  leave(/*gracefully=*/true);
+}
 
 bool is_initialized() {
+  if (detail::current_replica()) return true;
   std::lock_guard<std::mutex> lock(group_mutex);
   return world_group != nullptr;
 }

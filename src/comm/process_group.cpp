@@ -36,6 +36,27 @@ std::string list(const std::vector<int>& ranks) {
 
 }  // namespace
 
+namespace detail {
+
+std::shared_ptr<GroupState> make_world_group(std::shared_ptr<World> world) {
+  auto group = std::make_shared<GroupState>();
+  const WorldSpec& spec = world->spec();
+  group->world = std::move(world);
+  group->name = "world";
+  group->rank = spec.rank;
+  for (int r = 0; r < spec.world_size; ++r) group->world_ranks.push_back(r);
+  World& joined = *group->world;
+  auto transport = connect_group(joined, group->world_ranks, group->name,
+                                 [&](const std::string& mine) {
+                                   return joined.gather("world/gather", mine);
+                                 });
+  group->communicator = std::make_unique<Communicator>(std::move(transport), spec.backend,
+                                                       spec.timeout, spec.debug);
+  return group;
+}
+
+}  // namespace detail
+
 ProcessGroup::ProcessGroup(std::shared_ptr<detail::GroupState> state) : state_(std::move(state)) {}
 
 detail::GroupState& ProcessGroup::state() const {

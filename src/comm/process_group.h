@@ -20,10 +20,27 @@ struct GroupState : std::enable_shared_from_this<GroupState> {
   int sub_groups_made = 0;       // names the next sub-group
 };
 
-/// The default group's state; throws an Error saying to call init() when there is none.
+/// What a replica thread of run_replicas has in place of init()'s process-wide group: its
+/// default group, the sub-groups it made (closed when it returns), and its random stream.
+struct ReplicaContext {
+  int index = 0;
+  std::shared_ptr<GroupState> group;
+  std::vector<std::weak_ptr<GroupState>> sub_groups;
+  at::Tensor random_state;  // of its own default generator (with_replica_generator)
+};
+
+/// The default group of `world`: every rank, connected as connect_group chooses.
+std::shared_ptr<GroupState> make_world_group(std::shared_ptr<World> world);
+
+/// The replica this thread runs, or null outside run_replicas.
+ReplicaContext* current_replica();
+
+/// The default group's state: this thread's replica's, else init()'s. Throws an Error
+/// saying to call init() when there is none.
 GroupState& default_group_state();
 
-/// Every group of the current init() still in use (new_group adds them; shutdown ends them).
+/// Every group of the current init() or replica still in use (new_group adds them; shutdown,
+/// or the replica's return, ends them).
 void remember_group(const std::shared_ptr<GroupState>& group);
 
 }  // namespace lockstep::detail

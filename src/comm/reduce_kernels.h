@@ -39,4 +39,20 @@ using ReduceManyFunction = void (*)(void* out, void* copy, const void* const* in
 
 ReduceManyFunction reduce_many_function(c10::ScalarType dtype, ReduceOp op);
 
+/// Elements [begin, end) of a buffer.
+struct ElementRange {
+  size_t begin;
+  size_t end;
+};
+
+/// Rank r's part of `count` elements when each of `ranks` ranks reduces one part. Parts
+/// start on cache-line boundaries, so that ranks writing theirs never share a line.
+inline ElementRange slice_of(int r, int ranks, size_t count, size_t element_size) {
+  constexpr size_t kLineBytes = 64;
+  const size_t align = std::max<size_t>(1, kLineBytes / element_size);
+  const size_t per_rank = ((count + ranks - 1) / ranks + align - 1) / align * align;
+  const size_t begin = std::min(count, per_rank * r);
+  return {begin, std::min(count, begin + per_rank)};
+}
+
 }  // namespace lockstep

@@ -64,12 +64,14 @@ bool is_alive(pid_t pid) {
 
 size_t ShmMeeting::bytes(int size) { return sizeof(Bell) + sizeof(Seat) * size; }
 
-ShmMeeting::ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks)
+ShmMeeting::ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks,
+                       Absence absence)
     : bell_(static_cast<Bell*>(memory)),
       seats_(reinterpret_cast<Seat*>(static_cast<char*>(memory) + sizeof(Bell))),
       rank_(rank),
       size_(size),
-      group_ranks_(std::move(group_ranks)) {
+      group_ranks_(std::move(group_ranks)),
+      absence_(std::move(absence)) {
   seats_[rank_].pid.store(getpid());
 }
 
@@ -128,20 +130,23 @@ void ShmMeeting::sleep_until_everyone_at(uint64_t phase, Clock::time_point deadl
 }
 
 void ShmMeeting::check_on_missing(uint64_t phase, bool deadline_passed) const {
-  std::ostringstream dead, missing;
+  std::ostringstream gone, missing;
   for (int r = 0; r < size_; ++r) {
     if (seats_[r].phase.load(std::memory_order_acquire) >= phase) continue;
     const pid_t pid = seats_[r].pid.load();
+    const bool other_process = pid > 0 && pid != getpid();
     const std::string name = "rank " + std::to_string(group_ranks_.at(r)) +
-                             (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "");
+                             (other_process ? " (pid " + std::to_string(pid) + ")" : "");
     missing << (missing.tellp() > 0 ? ", " : "") << name;
-    if (pid > 0 && !is_alive(pid)) dead << (dead.tellp() > 0 ? ", " : "") << name;
+    const std::string why = absence_ ? absence_(r) : other_process && !is_alive(pid) ? "died" : "";
+    if (!why.empty()) gone << (gone.tellp() > 0 ? ", " : "") << name << " " << why;
   }
-  if (dead.tellp() > 0) {
-    throw std::runtime_error(dead.str() + " died while this rank waited for it in shared memory");
+  const std::string where = absence_ ? "memory" : "shared memory";
+  if (gone.tellp() > 0) {
+    throw std::runtime_error(gone.str() + " while this rank waited for it in " + where);
   }
   if (deadline_passed) {
-    throw std::runtime_error("timed out waiting in shared memory for " + missing.str() +
+    throw std::runtime_error("timed out waiting in " + where + " for " + missing.str() +
                              " (it hangs, or called fewer collectives than this rank)");
   }
 }

@@ -3,27 +3,33 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace lockstep {
 
-/// Where the local ranks of a shared-memory group meet between the steps of a collective.
-/// It lives at the start of their segment: per rank, the last phase it reached, the tag of
-/// the call it was in and its pid, each on its own cache line.
+/// Where the ranks of one host meet between the steps of a collective: processes at the
+/// start of their shared segment, replica threads in their process's memory. It holds, per
+/// rank, the last phase it reached, the tag of the call it was in and its pid, each on its
+/// own cache line.
 ///
 /// Waiting spins for a few microseconds (the other rank is usually about to arrive), then
 /// yields, then sleeps on a futex, so that ranks outnumbering cores do not starve the rank
-/// they wait for. While asleep it checks that the ranks it waits for are still alive.
+/// they wait for. While asleep it checks that the ranks it waits for can still come.
 class ShmMeeting {
  public:
   using Clock = std::chrono::steady_clock;
 
+  /// Why rank r will never come (e.g. "failed"), or "" while it may.
+  using Absence = std::function<std::string(int r)>;
+
   static size_t bytes(int size);
 
-  /// `memory` is bytes(size) zeroed bytes of the segment; `group_ranks[r]` is how errors
-  /// name local rank r.
-  ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks);
+  /// `memory` is bytes(size) zeroed bytes, 64-aligned; `group_ranks[r]` is how errors name
+  /// rank r. Without `absence`, a rank is gone when its process has died.
+  ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks,
+             Absence absence = nullptr);
 
   /// Marks this rank as having reached `phase` in the call tagged `tag`, then waits until
   /// every rank has. Throws CallsDiffer when their tags differ, and Error naming the ranks
@@ -45,7 +51,7 @@ class ShmMeeting {
 
   bool everyone_at(uint64_t phase) const;
   void sleep_until_everyone_at(uint64_t phase, Clock::time_point deadline);
-  /// Throws naming the ranks not yet at `phase`: dead ones, or all of them after the deadline.
+  /// Throws naming the ranks not yet at `phase`: gone ones, or all of them after the deadline.
   void check_on_missing(uint64_t phase, bool deadline_passed) const;
 
   Bell* bell_;
@@ -53,6 +59,7 @@ class ShmMeeting {
   int rank_;
   int size_;
   std::vector<int> group_ranks_;
+  Absence absence_;
 };
 
 }  // namespace lockstep

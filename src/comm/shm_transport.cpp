@@ -19,23 +19,8 @@ constexpr size_t kSlotBytes = 256 << 10;
 // Up to this size every rank reduces the whole message itself: one meeting instead of two.
 constexpr size_t kDirectBytes = 32 << 10;
 constexpr size_t kAlign = 4096;
-// Slices start on cache-line boundaries, so that ranks writing theirs never share a line.
-constexpr size_t kSliceAlignBytes = 64;
 
 size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-struct Range {
-  size_t begin;
-  size_t end;
-};
-
-// Rank r's part of `count` elements, when every rank reduces one part.
-Range slice_of(int r, int ranks, size_t count, size_t element_size) {
-  const size_t align = std::max<size_t>(1, kSliceAlignBytes / element_size);
-  const size_t per_rank = round_up((count + ranks - 1) / ranks, align);
-  const size_t begin = std::min(count, per_rank * r);
-  return {begin, std::min(count, begin + per_rank)};
-}
 
 }  // namespace
 
@@ -99,7 +84,7 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     const size_t n = std::min(per_round, count - offset);
     char* piece = data + offset * element;
     auto part = [&](int r) { return slice_of(r, size_, n, element); };
-    auto copy_part = [element](char* to, const char* from, const Range& p) {
+    auto copy_part = [element](char* to, const char* from, const ElementRange& p) {
       std::memcpy(to + p.begin * element, from + p.begin * element, (p.end - p.begin) * element);
     };
     // The others need every part of this rank's data but the one it reduces itself.
@@ -109,7 +94,7 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     meet(tag);
     // This rank's part: its own data straight from the tensor, the others' from their slots;
     // the result goes into the tensor (when kept) and into this rank's slot for the others.
-    const Range mine = part(rank_);
+    const ElementRange mine = part(rank_);
     for (int r = 0; r < size_; ++r) {
       inputs_[r] = (r == rank_ ? piece : slot(r)) + mine.begin * element;
     }
@@ -197,7 +182,7 @@ void ShmTransport::all_reduce_shared(const SharedPlace& place, size_t count, at:
   meet(shared_tag);  // every rank's tensor holds its input
   // This rank's slice of every tensor is its alone until the next meeting: it reduces it in
   // pieces that stay in cache while they are copied into the others' tensors.
-  const Range mine = slice_of(rank_, size_, count, element);
+  const ElementRange mine = slice_of(rank_, size_, count, element);
   const size_t per_piece = kSlotBytes / element;
   for (size_t begin = mine.begin; begin < mine.end; begin += per_piece) {
     const size_t n = std::min(per_piece, mine.end - begin);

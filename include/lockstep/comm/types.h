@@ -4,8 +4,9 @@
 
 namespace lockstep {
 
-/// The engine that moves bytes. Auto: MPI when launched by mpirun, Gloo otherwise.
-enum class Backend { Auto, Gloo, Mpi };
+/// The engine that moves bytes. Auto: MPI when launched by mpirun, Gloo otherwise. Threads:
+/// the replicas of run_replicas(), which reduce through their process's memory.
+enum class Backend { Auto, Gloo, Mpi, Threads };
 
 /// How ranks find each other. Auto: MPI under mpirun, else a TCP store when MASTER_ADDR
 /// is set, else a file store when LOCKSTEP_INIT_FILE is set, else a world of size 1.
