@@ -1,0 +1,57 @@
+// DistributedDataParallel on replicas as threads (run_replicas): the scenarios the process
+// tests run (ddp_scenarios.cpp), and parameters bitwise equal to those of processes. Also
+// built and run under ThreadSanitizer (make test-tsan).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "ddp_scenarios.h"
+#include "lockstep/lockstep.h"
+#include "support/world.h"
+
+namespace lockstep::testing {
+namespace {
+
+// Like the process workers: one intra-op thread each.
+void expect_every_replica_ok(int n, const std::string& scenario, const std::string& out_dir = "") {
+  std::vector<int> codes(n, -1);
+  run_replicas(n, [&](ProcessGroup group) { codes[group.rank()] = run_ddp_scenario(scenario, out_dir); },
+               ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
+  EXPECT_EQ(codes, std::vector<int>(n, 0)) << scenario << " on " << n << " replicas";
+}
+
+TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnTwoReplicas) { expect_every_replica_ok(2, "equivalence"); }
+TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnThreeReplicas) { expect_every_replica_ok(3, "equivalence"); }
+TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnSubGroups) { expect_every_replica_ok(4, "sub-group-equivalence"); }
+TEST(DistributedDataParallelOnReplicas, GradientsAveragedSummedOrScaled) { expect_every_replica_ok(3, "scaling"); }
+TEST(DistributedDataParallelOnReplicas, CompressedBucketsTrainWithinTolerance) { expect_every_replica_ok(2, "compression"); }
+TEST(DistributedDataParallelOnReplicas, BucketsLaunchBeforeBackwardEnds) { expect_every_replica_ok(2, "overlap"); }
+TEST(DistributedDataParallelOnReplicas, DifferentModelsFailAtConstructionOnEveryReplica) {
+  expect_every_replica_ok(2, "different-models");
+}
+
+// The same 12 trainings (3 models × SGD/Adam × 1 or 2 micro-batches, 20 steps) as 2 processes
+// and as 2 replicas: every parameter has the same bits.
+TEST(DistributedDataParallelOnReplicas, GivesTheParametersOfProcessesBitForBit) {
+  const std::string from_processes = fresh_directory(), from_replicas = fresh_directory();
+  const auto ranks = run_processes(2, {DDP_WORKER, "equivalence", from_processes}, tcp_world(2, {{"LOCKSTEP_TIMEOUT", "30"}}));
+  for (const auto& rank : ranks) ASSERT_EQ(rank.exit_code, 0) << rank.output;
+  expect_every_replica_ok(2, "equivalence", from_replicas);
+  int compared = 0;
+  for (const auto& file : std::filesystem::directory_iterator(from_processes)) {
+    torch::Tensor processes, replicas;
+    torch::load(processes, file.path().string());
+    torch::load(replicas, (std::filesystem::path(from_replicas) / file.path().filename()).string());
+    EXPECT_TRUE(torch::equal(processes, replicas)) << file.path().filename() << " differs by "
+                                                   << (processes - replicas).abs().max().item<double>();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 12);
+}
+
+}  // namespace
+}  // namespace lockstep::testing

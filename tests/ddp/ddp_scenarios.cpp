@@ -1,0 +1,342 @@
+// What the DDP tests run on every rank, as real processes (ddp_worker) and as replicas on
+// threads (ddp_replicas_test). Each scenario trains with DistributedDataParallel and checks
+// itself against a single-process reference that the rank computes on the concatenated
+// batch; it prints what went wrong and returns non-zero. Draws from libtorch's default
+// generator are made in with_replica_generator, so that replicas draw as processes would.
+#include "ddp_scenarios.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "lockstep/lockstep.h"
+
+namespace {
+
+using torch::Tensor;
+
+constexpr int kSteps = 20;
+constexpr int kBatch = 4;  // per rank and micro-batch
+thread_local int failures = 0;  // per replica
+
+// A trunk, an optional branch, a head: the branch gets no gradient when it is skipped.
+struct BranchyImpl : torch::nn::Module {
+  BranchyImpl()
+      : trunk(register_module("trunk", torch::nn::Linear(8, 16))),
+        branch(register_module("branch", torch::nn::Linear(16, 16))),
+        head(register_module("head", torch::nn::Linear(16, 4))) {}
+  Tensor forward(const Tensor& x, bool use_branch) {
+    Tensor h = torch::relu(trunk(x));
+    if (use_branch) h = h + torch::relu(branch(h));
+    return head(h);
+  }
+  torch::nn::Linear trunk, branch, head;
+};
+TORCH_MODULE(Branchy);
+
+struct Case {
+  std::string model;      // mlp, cnn (with BatchNorm) or branchy
+  std::string optimizer;  // sgd or adam
+  int micro_batches;      // 2: the first under no_sync()
+};
+
+std::shared_ptr<torch::nn::Module> make_model(const std::string& kind) {
+  if (kind == "mlp") {
+    return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Linear(16, 16),
+                                 torch::nn::ReLU(), torch::nn::Linear(16, 4)).ptr();
+  }
+  if (kind == "cnn") {
+    // No conv bias before BatchNorm: its true gradient is zero, and Adam would turn the
+    // rounding noise standing in for it into full-size steps.
+    return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).bias(false)),
+                                 torch::nn::BatchNorm2d(4),
+                                 torch::nn::ReLU(), torch::nn::MaxPool2d(2), torch::nn::Flatten(),
+                                 torch::nn::Linear(4 * 5 * 5, 3)).ptr();
+  }
+  return Branchy().ptr();
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& kind, torch::nn::Module& model) {
+  if (kind == "sgd") {
+    return std::make_unique<torch::optim::SGD>(model.parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  }
+  return std::make_unique<torch::optim::Adam>(model.parameters(), torch::optim::AdamOptions(0.01));
+}
+
+// The loss of one chunk of kBatch samples: chunk c of micro-batch m of this step's global batch,
+// which every process generates identically.
+Tensor chunk_loss(const Case& c, torch::nn::Module& model, int step, int micro, int chunk, int world) {
+  const int64_t rows = static_cast<int64_t>(kBatch) * world;
+  const bool images = c.model == "cnn";
+  Tensor x, y;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(10000 + step * 10 + micro);
+    x = images ? torch::randn({rows, 1, 12, 12}) : torch::randn({rows, 8});
+    y = images ? torch::randint(0, 3, {rows}) : torch::randn({rows, 4});
+  });
+  x = x.narrow(0, chunk * kBatch, kBatch);
+  y = y.narrow(0, chunk * kBatch, kBatch);
+  if (c.model == "branchy") {
+    auto& branchy = dynamic_cast<BranchyImpl&>(model);
+    return torch::mse_loss(branchy.forward(x, (step + chunk) % 3 != 0), y);
+  }
+  auto& sequential = dynamic_cast<torch::nn::SequentialImpl&>(model);
+  Tensor out = sequential.forward(x);
+  return images ? torch::cross_entropy_loss(out, y) : torch::mse_loss(out, y);
+}
+
+Tensor flat_parameters(torch::nn::Module& model) {
+  std::vector<Tensor> parts;
+  for (const auto& p : model.parameters()) parts.push_back(p.detach().flatten());
+  return torch::cat(parts);
+}
+
+// Parameters and floating-point buffers (BatchNorm's running statistics) in one vector.
+Tensor flat_state(torch::nn::Module& model) {
+  std::vector<Tensor> parts{flat_parameters(model)};
+  for (const auto& b : model.buffers()) {
+    if (b.is_floating_point()) parts.push_back(b.flatten());
+  }
+  return torch::cat(parts);
+}
+
+void expect_identical_across_ranks(torch::nn::Module& model, const std::string& what,
+                                   const lockstep::ProcessGroup& group = lockstep::ProcessGroup()) {
+  const auto all = lockstep::all_gather(flat_state(model), group);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (!torch::equal(all[r], all[0])) {
+      ++failures;
+      std::cerr << what << ": rank " << r << "'s parameters or buffers differ from rank 0's\n";
+      return;
+    }
+  }
+}
+
+// One process on the concatenated batch: every rank's chunk, gradients averaged.
+Tensor reference(const Case& c, int world) {
+  std::shared_ptr<torch::nn::Module> model;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(100);  // rank 0's initialisation, which DDP gives everyone
+    model = make_model(c.model);
+  });
+  auto optimizer = make_optimizer(c.optimizer, *model);
+  for (int step = 0; step < kSteps; ++step) {
+    optimizer->zero_grad();
+    for (int micro = 0; micro < c.micro_batches; ++micro) {
+      for (int chunk = 0; chunk < world; ++chunk) {
+        (chunk_loss(c, *model, step, micro, chunk, world) / (world * c.micro_batches)).backward();
+      }
+    }
+    optimizer->step();
+  }
+  return flat_parameters(*model);
+}
+
+Tensor train(const Case& c, lockstep::DDPOptions options) {
+  const int rank = options.group().rank(), world = options.group().size();
+  std::shared_ptr<torch::nn::Module> model;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(100 + rank);  // different on purpose: DDP must start everyone from rank 0
+    model = make_model(c.model);
+  });
+  lockstep::DistributedDataParallel ddp(model, options.find_unused_parameters(c.model == "branchy"));
+  auto optimizer = make_optimizer(c.optimizer, *model);
+  const std::string what = c.model + "/" + c.optimizer + "/" + std::to_string(c.micro_batches);
+  for (int step = 0; step < kSteps; ++step) {
+    optimizer->zero_grad();
+    if (c.micro_batches == 2) {
+      auto accumulate_only = ddp.no_sync();
+      (chunk_loss(c, *model, step, 0, rank, world) / 2).backward();
+    }
+    (chunk_loss(c, *model, step, c.micro_batches - 1, rank, world) / c.micro_batches).backward();
+    optimizer->step();
+    expect_identical_across_ranks(*model, what + " step " + std::to_string(step), options.group());
+  }
+  return flat_parameters(*model);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
+  const double error = ((got - want).abs() - rtol * want.abs()).max().item<double>();
+  if (error <= atol) return;
+  ++failures;
+  std::cerr << "rank " << lockstep::rank() << ": " << what << " differs from one process on the whole batch by "
+            << (got - want).abs().max().item<double>() << "\n";
+}
+
+// With `out_dir`, rank 0 also saves each case's trained parameters there.
+void equivalence(const std::string& out_dir) {
+  for (const std::string model : {"mlp", "cnn", "branchy"}) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      for (int micro : {1, 2}) {
+        const Case c{model, optimizer, micro};
+        const std::string name = model + "-" + optimizer + "-" + std::to_string(micro);
+        const Tensor trained = train(c, lockstep::DDPOptions());
+        expect_close(trained, reference(c, lockstep::world_size()), 1e-5, 1e-6, name + " micro-batches");
+        if (!out_dir.empty() && lockstep::rank() == 0) torch::save(trained, out_dir + "/" + name + ".pt");
+      }
+    }
+  }
+}
+
+// The even and the odd ranks train apart, each pair with DDP on its own sub-group, while
+// the default group checks on them: each pair matches one process on its own batch.
+void sub_group_equivalence() {
+  std::vector<int> evens, odds;
+  for (int q = 0; q < lockstep::world_size(); ++q) (q % 2 == 0 ? evens : odds).push_back(q);
+  const auto even = lockstep::new_group(evens);
+  const auto odd = lockstep::new_group(odds);
+  const auto& mine = lockstep::rank() % 2 == 0 ? even : odd;
+  for (const Case c : {Case{"mlp", "sgd", 1}, Case{"cnn", "adam", 2}}) {
+    expect_close(train(c, lockstep::DDPOptions().group(mine)), reference(c, mine.size()), 1e-5, 1e-6,
+                 c.model + "/" + c.optimizer + " on the sub-group of rank " + std::to_string(lockstep::rank()));
+    lockstep::barrier();
+  }
+  // DistributedOptimizer averages over its group only: rank r's gradient is r + 1 everywhere.
+  Tensor w = torch::zeros({3}, torch::kDouble).requires_grad_();
+  lockstep::DistributedOptimizer<torch::optim::SGD> optimizer(mine, std::vector<Tensor>{w},
+                                                               torch::optim::SGDOptions(0.5));
+  w.mutable_grad() = torch::full({3}, lockstep::rank() + 1.0, torch::kDouble);
+  optimizer.step();
+  double mean = 0;
+  for (int q : mine.ranks()) mean += (q + 1.0) / mine.size();
+  expect_close(w.detach(), torch::full({3}, -0.5 * mean, torch::kDouble), 0, 1e-12,
+               "DistributedOptimizer on the sub-group of rank " + std::to_string(lockstep::rank()));
+}
+
+// Compressed buckets: the same training within the tolerance the docs state.
+void compression() {
+  const Case c{"mlp", "sgd", 1};
+  const Tensor want = reference(c, lockstep::world_size());
+  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::fp16_compress_hook())), want, 1e-2, 1e-3, "fp16 hook");
+  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::bf16_compress_hook())), want, 5e-2, 5e-3, "bf16 hook");
+}
+
+// Avg (the default), Sum and an explicit factor: one backward against the reference's gradient.
+void scaling() {
+  const int world = lockstep::world_size();
+  const Case c{"mlp", "sgd", 1};
+  std::shared_ptr<torch::nn::Module> reference_model;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(100);
+    reference_model = make_model("mlp");
+  });
+  for (int chunk = 0; chunk < world; ++chunk) (chunk_loss(c, *reference_model, 0, 0, chunk, world) / world).backward();
+  std::vector<Tensor> want;
+  for (const auto& p : reference_model->parameters()) want.push_back(p.grad().flatten());
+  const Tensor mean_gradient = torch::cat(want);
+
+  const std::vector<std::pair<lockstep::DDPOptions, double>> cases = {
+      {lockstep::DDPOptions(), 1.0},
+      {lockstep::DDPOptions().reduce_op(lockstep::ReduceOp::Sum), world},
+      {lockstep::DDPOptions().gradient_scale(0.25), 0.25 * world}};
+  for (const auto& [options, factor] : cases) {
+    std::shared_ptr<torch::nn::Module> model;
+    lockstep::with_replica_generator([&] {
+      torch::manual_seed(100);
+      model = make_model("mlp");
+    });
+    lockstep::DistributedDataParallel ddp(model, options);
+    chunk_loss(c, *model, 0, 0, lockstep::rank(), world).backward();
+    std::vector<Tensor> got;
+    for (const auto& p : model->parameters()) got.push_back(p.grad().flatten());
+    expect_close(torch::cat(got), mean_gradient * factor, 1e-5, 1e-7, "gradient scaled by " + std::to_string(factor));
+  }
+}
+
+// Buckets launch while backward still runs: the first parameter's gradient, computed last,
+// comes after all but the last bucket has been handed to the communicator.
+void overlap() {
+  using Clock = std::chrono::steady_clock;
+  torch::nn::Sequential model;
+  lockstep::with_replica_generator([&] {
+    for (int i = 0; i < 6; ++i) {
+      model->push_back(torch::nn::Linear(256, 256));
+      model->push_back(torch::nn::Tanh());
+    }
+  });
+  std::vector<Clock::time_point> launches;
+  const auto recording = [&launches](lockstep::GradBucket& bucket) {
+    launches.push_back(Clock::now());
+    return lockstep::allreduce_hook()(bucket);
+  };
+  lockstep::DistributedDataParallel ddp(
+      model, lockstep::DDPOptions().first_bucket_cap_mb(0.25).bucket_cap_mb(0.25).comm_hook(recording));
+  Clock::time_point last_gradient;
+  const Tensor first_weight = model->parameters().front();
+  first_weight.register_hook([&](const Tensor&) { last_gradient = Clock::now(); });
+  for (int step = 0; step < 3; ++step) {
+    launches.clear();
+    Tensor x;
+    lockstep::with_replica_generator([&] { x = torch::randn({32, 256}); });
+    model->forward(x).pow(2).mean().backward();
+  }
+  size_t early = 0;
+  for (const auto& t : launches) early += t < last_gradient;
+  std::cout << "rank " << lockstep::rank() << ": " << ddp.buckets().size() << " buckets, " << early
+            << " launched before the last gradient was computed" << std::endl;
+  if (ddp.buckets().size() < 4 || early + 1 < launches.size()) ++failures;
+}
+
+int different_models() {
+  torch::nn::Sequential model;
+  lockstep::with_replica_generator([&] {
+    model = torch::nn::Sequential(torch::nn::Linear(8, lockstep::rank() == 1 ? 32 : 16), torch::nn::Linear(16, 4));
+  });
+  try {
+    lockstep::DistributedDataParallel ddp(model);
+  } catch (const lockstep::MismatchError& e) {
+    std::cout << "rank " << lockstep::rank() << " MismatchError: " << e.what() << std::endl;
+    return 0;
+  }
+  std::cout << "rank " << lockstep::rank() << " no error" << std::endl;
+  return 1;
+}
+
+int unused_without_flag() {
+  Branchy model = nullptr;
+  Tensor x;
+  lockstep::with_replica_generator([&] {
+    model = Branchy();
+    x = torch::randn({2, 8});
+  });
+  lockstep::DistributedDataParallel ddp(model);
+  try {
+    torch::mse_loss(model->forward(x, /*use_branch=*/false), torch::zeros({2, 4})).backward();
+  } catch (const lockstep::Error& e) {
+    std::cout << "rank " << lockstep::rank() << " Error: " << e.what() << std::endl;
+    return 0;
+  }
+  return 1;
+}
+
+}  // namespace
+
+int run_ddp_scenario(const std::string& scenario, const std::string& out_dir) {
+  failures = 0;
+  int code = 0;
+  if (scenario == "equivalence") {
+    equivalence(out_dir);
+  } else if (scenario == "scaling") {
+    scaling();
+  } else if (scenario == "sub-group-equivalence") {
+    sub_group_equivalence();
+  } else if (scenario == "compression") {
+    compression();
+  } else if (scenario == "overlap") {
+    overlap();
+  } else if (scenario == "different-models") {
+    code = different_models();
+  } else if (scenario == "unused-without-flag") {
+    code = unused_without_flag();
+  } else {
+    std::cerr << "unknown scenario '" << scenario << "'\n";
+    code = 2;
+  }
+  if (failures > 0) code = 1;
+  if (code == 0) std::cout << "rank " << lockstep::rank() << ": " << scenario << " ok" << std::endl;
+  return code;
+}
