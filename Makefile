@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: deps build run test bench clean
+.PHONY: deps build run test test-tsan bench clean
 
 deps:
 	./scripts/install-deps.sh
@@ -16,6 +16,16 @@ run: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	$(MAKE) test-tsan
+
+# Replicas on threads (the in-process group and DDP on it) under ThreadSanitizer: any
+# report fails the test.
+TSAN_TESTS = replicas_tests ddp_replicas_tests ddp_worker
+test-tsan: deps
+	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_SANITIZE=thread
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --test-dir $(BUILD)-tsan -R 'Replicas' --output-on-failure -j $(JOBS)
 
 bench: build
 	./scripts/install-deps.sh --bench
@@ -24,4 +34,4 @@ bench: build
 	$(BUILD)/bench/ddp_cnn
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-tsan

@@ -12,7 +12,9 @@
 // processes, the machine's ceiling), lockstep's DDP at 1 worker against the plain loop in
 // one process (paired windows), and lockstep's DDP on 2 workers fed by real Fashion-MNIST
 // batches from a PrefetchLoader (one loader thread per worker), with the share of the time
-// training waited for data.
+// training waited for data. And lockstep's DDP on 2 workers as replicas on threads of one
+// process (run_replicas) against 2 processes, with the time from starting the program to
+// the end of the first training step in both modes.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,14 +77,18 @@ struct Measured {
 
 // One worker's training loop; returns the median samples per second of all workers together.
 Measured train(bool distributed, bool real_data = false) {
-  torch::manual_seed(0);
-  auto model = make_cnn();
+  torch::nn::Sequential model;
+  torch::Tensor x, y;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(0);
+    model = make_cnn();
+    x = torch::randn({kBatch, 1, 28, 28});
+    y = torch::randint(0, 10, {kBatch});
+  });
   std::unique_ptr<lockstep::DistributedDataParallel> ddp;
   if (distributed) ddp = std::make_unique<lockstep::DistributedDataParallel>(model);
   const int world = distributed ? lockstep::world_size() : 1;
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  auto x = torch::randn({kBatch, 1, 28, 28});
-  auto y = torch::randint(0, 10, {kBatch});
   const auto loader = real_data ? fashion_mnist_loader() : nullptr;
   int64_t epoch = 0;
   auto step = [&] {
@@ -153,12 +159,32 @@ double paired_overhead_at_one_worker() {
   return median(ratios) - 1;
 }
 
+// Seconds from LOCKSTEP_BENCH_START_NS (the steady clock, which every process shares, read
+// by the parent just before it started this program) to the end of the first DDP step.
+double seconds_to_first_step() {
+  torch::nn::Sequential model;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(0);
+    model = make_cnn();
+  });
+  lockstep::DistributedDataParallel ddp(model);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  optimizer.zero_grad();
+  torch::cross_entropy_loss(model->forward(torch::zeros({kBatch, 1, 28, 28})), torch::zeros({kBatch}, torch::kLong))
+      .backward();
+  optimizer.step();
+  const auto started = std::chrono::nanoseconds(std::atoll(std::getenv("LOCKSTEP_BENCH_START_NS")));
+  return std::chrono::duration<double>(Clock::now().time_since_epoch() - started).count();
+}
+
 // Runs `argv` as `n` ranks of one world (torchrun-style variables), or as `n` independent
 // processes with no world variables, and returns the first one's output.
 std::string run_world(int n, const std::vector<std::string>& argv, bool independent = false) {
   const std::string out = fs::temp_directory_path() / ("lockstep-bench-" + std::to_string(getpid()));
   const std::string port = std::to_string(29000 + getpid() % 1000);
   std::fflush(stdout);  // or the children would print what the parent has buffered
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch());
+  setenv("LOCKSTEP_BENCH_START_NS", std::to_string(now.count()).c_str(), 1);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     const pid_t pid = fork();
@@ -198,6 +224,20 @@ int main(int argc, char** argv) {
   const std::string role = argc > 1 ? argv[1] : "";
   if (role == "plain") return std::printf("%.1f\n", train(false).rate) < 0;
   if (role == "paired-overhead") return std::printf("%.5f\n", paired_overhead_at_one_worker()) < 0;
+  if (role == "lockstep-threads" || role == "first-step-threads") {
+    std::vector<double> figures(2);
+    lockstep::run_replicas(2, [&](lockstep::ProcessGroup group) {
+      figures[group.rank()] = role == "lockstep-threads" ? train(true).rate : seconds_to_first_step();
+    }, lockstep::ReplicaOptions().threads(1));
+    return std::printf("%.5f\n", figures[0]) < 0;
+  }
+  if (role == "first-step") {
+    lockstep::init();
+    const double seconds = seconds_to_first_step();
+    if (lockstep::rank() == 0) std::printf("%.5f\n", seconds);
+    lockstep::shutdown();
+    return 0;
+  }
   if (role == "lockstep" || role == "lockstep-data") {
     lockstep::init();
     const Measured measured = train(true, role == "lockstep-data");
@@ -220,11 +260,14 @@ int main(int argc, char** argv) {
        [&] { return 2 * std::atof(run_world(2, {self, "plain"}).c_str()); }},
       {"lockstep DDP, 1 worker", [&] { return std::atof(run_world(1, {self, "lockstep"}).c_str()); }},
       {"lockstep DDP, 2 workers", [&] { return std::atof(run_world(2, {self, "lockstep"}).c_str()); }},
+      {"lockstep DDP, 2 replicas on threads of 1 process",
+       [&] { return std::atof(run_world(1, {self, "lockstep-threads"}).c_str()); }},
       {"PyTorch DDP, 1 worker", [&] { return std::atof(run_world(1, {"/usr/bin/python3", script}).c_str()); }},
       {"PyTorch DDP, 2 workers", [&] { return std::atof(run_world(2, {"/usr/bin/python3", script}).c_str()); }},
   };
   std::map<std::string, std::vector<double>> rates;
-  std::vector<double> efficiency, efficiency_vs_machine, against_pytorch, overhead, plain_vs_plain, paired;
+  std::vector<double> efficiency, efficiency_vs_machine, against_pytorch, overhead, plain_vs_plain, paired,
+      threads_vs_processes, first_step_threads, first_step_processes;
   for (int repeat = 0; repeat < kRepeats; ++repeat) {
     std::map<std::string, double> r;
     for (const auto& [name, measure] : configurations) rates[name].push_back(r[name] = measure());
@@ -234,6 +277,9 @@ int main(int argc, char** argv) {
     overhead.push_back(r["plain libtorch, 1 worker"] / r["lockstep DDP, 1 worker"] - 1);
     plain_vs_plain.push_back(r["plain libtorch, 1 worker"] / r["plain libtorch, 1 worker, again"] - 1);
     paired.push_back(std::atof(run_world(1, {self, "paired-overhead"}).c_str()));
+    threads_vs_processes.push_back(r["lockstep DDP, 2 replicas on threads of 1 process"] / r["lockstep DDP, 2 workers"]);
+    first_step_threads.push_back(std::atof(run_world(1, {self, "first-step-threads"}).c_str()));
+    first_step_processes.push_back(std::atof(run_world(2, {self, "first-step"}).c_str()));
   }
   std::printf("| configuration | samples/s (median of %d runs) |\n|---|---:|\n", kRepeats);
   for (const auto& [name, measure] : configurations) std::printf("| %s | %.1f |\n", name.c_str(), median(rates[name]));
@@ -246,6 +292,9 @@ int main(int argc, char** argv) {
               100 * median(overhead), 100 * median(plain_vs_plain));
   std::printf("lockstep DDP overhead at 1 worker over plain libtorch, paired in one process: %+.2f%%\n",
               100 * median(paired));
+  std::printf("lockstep DDP at 2 workers, replicas on threads / processes: %.3fx\n", median(threads_vs_processes));
+  std::printf("from starting the program to the end of the first step, 2 workers: threads %.3f s, processes %.3f s\n",
+              median(first_step_threads), median(first_step_processes));
 
   // The same training fed by the loader instead of one tensor held in memory.
   std::vector<double> data_rates, waited_shares;

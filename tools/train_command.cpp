@@ -98,6 +98,7 @@ void add_train_command(CLI::App& app, Action& chosen) {
       if (inside_a_launch()) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.
       if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
+      if (job->mode == "threads") return run_train_replicas(*job);
       return launch_workers(*job, job->as_arguments());
     };
   });

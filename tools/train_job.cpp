@@ -3,13 +3,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <tuple>
+
+#include <ATen/Parallel.h>
 #include <iostream>
 
 #include <torch/optim/sgd.h>
 
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/replicas.h"
 #include "lockstep/data/registry.h"
 #include "lockstep/data/transforms.h"
 #include "lockstep/train/models.h"
@@ -71,6 +76,9 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_option("--dataset", dataset, "Registry name of the dataset")->capture_default_str();
   command.add_option("--model", model, "mlp, cnn, resnet18, resnet34 or resnet50")->capture_default_str();
   workers_option = command.add_option("-n,--workers", workers, "Workers on this machine")->capture_default_str();
+  mode_option = command.add_option("--mode", mode, "threads (replicas in one process) or processes (one per worker)")
+                    ->check(CLI::IsMember({"threads", "processes"}))
+                    ->capture_default_str();
   command.add_option("--epochs", epochs, "Epochs")->capture_default_str();
   command.add_option("--batch-size", batch_size, "Examples per batch and worker")->capture_default_str();
   command.add_option("--lr", lr, "Base learning rate (SGD)")->capture_default_str();
@@ -128,6 +136,7 @@ std::string TrainJob::newest_run() const {
 
 std::vector<std::string> TrainJob::as_arguments() const {
   std::vector<std::string> a = {"--dataset", dataset, "--model", model, "--workers", std::to_string(workers),
+                                "--mode", mode,
                                 "--epochs", std::to_string(epochs), "--batch-size", std::to_string(batch_size),
                                 "--lr", exact(lr), "--momentum", exact(momentum),
                                 "--weight-decay", exact(weight_decay), "--schedule", schedule,
@@ -145,26 +154,42 @@ std::vector<std::string> TrainJob::as_arguments() const {
   return a;
 }
 
-int run_train_job(const TrainJob& job) {
-  lockstep::init();
-  if (job.workers_option != nullptr && job.workers_option->count() > 0 && job.workers != lockstep::world_size()) {
-    throw ConfigError("-n " + std::to_string(job.workers) + " does not match this launch's world size " +
-                      std::to_string(lockstep::world_size()) + "; leave -n out inside mpirun or torchrun");
-  }
+namespace {
+
+// What every worker reads: opened once per process, and shared by its replicas.
+struct JobData {
+  std::shared_ptr<data::Dataset> train_set;
+  std::shared_ptr<data::Dataset> val_set;
+  std::string val_split;
+  int64_t image_size;
+  data::Transform train_transform;
+  data::Transform val_transform;
+};
+
+JobData open_job_data(const TrainJob& job) {
   const data::Registry registry = job.datasets.load();
   const auto& entry = registry.at(job.dataset);
-  const std::string val_split = !job.val_split.empty() ? job.val_split : data::held_out_split(entry);
-  const auto train_set = data::first_examples(data::open_dataset(entry, "train"), job.limit);
-  const auto val_set = data::first_examples(data::open_dataset(entry, val_split), job.val_limit);
-  const auto sample = train_set->get(0).image;
-  const int64_t image_size = sample.size(1) <= 64 ? sample.size(1) : 224;
-  const auto [train_transform, val_transform] = transforms_for(image_size, job.augment, *train_set);
+  JobData d;
+  d.val_split = !job.val_split.empty() ? job.val_split : data::held_out_split(entry);
+  d.train_set = data::first_examples(data::open_dataset(entry, "train"), job.limit);
+  d.val_set = data::first_examples(data::open_dataset(entry, d.val_split), job.val_limit);
+  const auto sample = d.train_set->get(0).image;
+  d.image_size = sample.size(1) <= 64 ? sample.size(1) : 224;
+  std::tie(d.train_transform, d.val_transform) = transforms_for(d.image_size, job.augment, *d.train_set);
+  return d;
+}
 
-  torch::manual_seed(job.seed);
-  auto model = train::make_model(job.model, train::ModelOptions()
-                                                .in_channels(sample.size(0))
-                                                .num_classes(train_set->num_classes())
-                                                .image_size(image_size));
+// One worker's training, in the default group (a process's or a replica's).
+void train_worker(const TrainJob& job, const JobData& d) {
+  torch::nn::Sequential model;
+  // Replicas draw the initialisation from their own stream, as processes do from theirs.
+  with_replica_generator([&] {
+    torch::manual_seed(job.seed);
+    model = train::make_model(job.model, train::ModelOptions()
+                                             .in_channels(d.train_set->get(0).image.size(0))
+                                             .num_classes(d.train_set->num_classes())
+                                             .image_size(d.image_size));
+  });
   auto optimizer = std::make_shared<torch::optim::SGD>(
       model->parameters(), torch::optim::SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
   auto options = train::TrainerOptions()
@@ -184,24 +209,51 @@ int run_train_job(const TrainJob& job) {
   if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, isatty(STDOUT_FILENO) != 0));
 
   const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(job.batch_size)).seed(job.seed);
-  data::PrefetchLoader train_loader(train_set, data::LoaderOptions().sampler(sampler).transform(train_transform).threads(job.threads));
-  data::PrefetchLoader val_loader(val_set, data::LoaderOptions()
-                                               .sampler(data::SamplerOptions(sampler).shuffle(false).even(false))
-                                               .transform(val_transform)
-                                               .threads(job.threads));
+  data::PrefetchLoader train_loader(d.train_set,
+                                    data::LoaderOptions().sampler(sampler).transform(d.train_transform).threads(job.threads));
+  data::PrefetchLoader val_loader(d.val_set, data::LoaderOptions()
+                                                 .sampler(data::SamplerOptions(sampler).shuffle(false).even(false))
+                                                 .transform(d.val_transform)
+                                                 .threads(job.threads));
   const auto result = trainer.fit(train_loader, &val_loader);
   if (lockstep::rank() == 0) {
     if (result.stopped_early) {
       std::cout << "stopped after step " << result.steps << "; continue with: lockstep train --out " << job.out
                 << " --resume" << std::endl;
     } else if (result.validation) {
-      std::cout << job.model << " on " << job.dataset << ": " << val_split << " top-1 "
+      std::cout << job.model << " on " << job.dataset << ": " << d.val_split << " top-1 "
                 << percent(result.validation->value("top1")) << ", top-5 " << percent(result.validation->value("top5"))
                 << " after " << job.epochs << " epochs on " << lockstep::world_size() << " workers in "
                 << static_cast<int64_t>(result.seconds) << " s; run in " << job.out << std::endl;
     }
   }
+}
+
+}  // namespace
+
+int run_train_job(const TrainJob& job) {
+  lockstep::init();
+  if (job.workers_option != nullptr && job.workers_option->count() > 0 && job.workers != lockstep::world_size()) {
+    throw ConfigError("-n " + std::to_string(job.workers) + " does not match this launch's world size " +
+                      std::to_string(lockstep::world_size()) + "; leave -n out inside mpirun or torchrun");
+  }
+  if (job.mode_option != nullptr && job.mode_option->count() > 0 && job.mode == "threads" &&
+      lockstep::world_size() > 1) {
+    throw ConfigError("--mode threads runs the workers inside one process, but this process is one rank of a "
+                      "launched job; leave --mode out inside mpirun or torchrun");
+  }
+  train_worker(job, open_job_data(job));
   lockstep::shutdown();
+  return 0;
+}
+
+int run_train_replicas(const TrainJob& job) {
+  const JobData data = open_job_data(job);
+  // The intra-op threads the launcher would give each worker process (OMP_NUM_THREADS, or
+  // one each beside other workers), so that both modes compute the same bits.
+  const bool threads_chosen = std::getenv("OMP_NUM_THREADS") != nullptr;
+  const int threads = job.workers > 1 && !threads_chosen ? 1 : at::get_num_threads();
+  run_replicas(job.workers, [&](ProcessGroup) { train_worker(job, data); }, ReplicaOptions().threads(threads));
   return 0;
 }
 

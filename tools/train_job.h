@@ -15,6 +15,7 @@ struct TrainJob {
   std::string dataset = "fashion-mnist";
   std::string model = "cnn";
   int workers = 2;
+  std::string mode = "threads";  // threads: replicas in this process; processes: one per worker
   int64_t epochs = 5;
   int64_t batch_size = 64;  // per worker
   double lr = 0.05;
@@ -39,6 +40,7 @@ struct TrainJob {
   RegistryChoice datasets;  // --data-toml, --data-path
 
   CLI::Option* workers_option = nullptr;
+  CLI::Option* mode_option = nullptr;
 
   void add_options(CLI::App& command);
   // ConfigError naming the setting that cannot work.
@@ -51,7 +53,10 @@ struct TrainJob {
   std::vector<std::string> as_arguments() const;
 };
 
-// One rank's part of the run: joins the job, reads its share, trains, logs, checkpoints.
+// One process's part of a launched job: joins it, reads its share, trains, logs, checkpoints.
 int run_train_job(const TrainJob& job);
+
+// The whole job in this process: its workers as replicas on threads, sharing the datasets.
+int run_train_replicas(const TrainJob& job);
 
 }  // namespace lockstep::tools

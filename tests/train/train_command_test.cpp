@@ -65,6 +65,41 @@ TEST(TrainCommand, ResumingARunStoppedInEpochTwoEndsWithTheSameParameters) {
   EXPECT_EQ(records.back().step, 24);
 }
 
+// Every "val loss ..." line of a run's output, without the launcher's rank prefix.
+std::vector<std::string> validation_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  for (size_t at = output.find("val loss "); at != std::string::npos; at = output.find("val loss ", at + 1)) {
+    lines.push_back(output.substr(at, output.find('\n', at) - at));
+  }
+  return lines;
+}
+
+TEST(TrainCommand, ThreadsAndProcessesTrainToTheSameBits) {
+  TemporaryDirectory dir;
+  const auto processes = run_process(small_job(dir.path() + "/processes", {"-n", "2", "--epochs", "2", "--mode", "processes"}));
+  ASSERT_EQ(processes.exit_code, 0) << processes.output;
+  const auto threads = run_process(small_job(dir.path() + "/threads", {"-n", "2", "--epochs", "2", "--mode", "threads"}));
+  ASSERT_EQ(threads.exit_code, 0) << threads.output;
+  // Worker processes' lines come through the launcher, which prefixes them; replicas print their own.
+  EXPECT_TRUE(contains(processes.output, "[rank 0] cnn on fashion-mnist")) << processes.output;
+  EXPECT_FALSE(contains(threads.output, "[rank ")) << threads.output;
+  EXPECT_TRUE(contains(threads.output, "on 2 workers")) << threads.output;
+  expect_equal_parameters(dir.path() + "/processes/checkpoints/step-0000000016.pt",
+                          dir.path() + "/threads/checkpoints/step-0000000016.pt");
+  EXPECT_EQ(validation_lines(processes.output).size(), 2u) << processes.output;
+  EXPECT_EQ(validation_lines(processes.output), validation_lines(threads.output));
+  // Every logged loss, to every digit.
+  const auto logged = [&](const std::string& run) {
+    std::vector<std::pair<std::string, double>> losses;
+    for (const auto& record : read_json_lines(dir.path() + "/" + run + "/metrics.jsonl")) {
+      losses.emplace_back(record.phase + " " + std::to_string(record.step), record.value("loss"));
+    }
+    return losses;
+  };
+  EXPECT_EQ(logged("processes").size(), 6u);
+  EXPECT_EQ(logged("processes"), logged("threads"));
+}
+
 TEST(TrainCommand, ACheckpointOfTwoWorkersContinuesOnOneFromTheEpochStart) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/run";
@@ -144,6 +179,17 @@ TEST(Examples, ImageNetResNetTrainsOnFashionMnistExportedInImageNetsLayout) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "[rank 0] epoch 1/1 step 2/2")) << run.output;
   EXPECT_TRUE(contains(run.output, "[rank 0] resnet34: val top-1 ")) << run.output;
+}
+
+TEST(Examples, ReplicasTrainsOnFashionMnistExportedInImageNetsLayout) {
+  TemporaryDirectory dir;
+  const auto exported = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto run = run_process({REPLICAS, "--data", dir.path(), "-n", "2", "--epochs", "1", "--batch-size", "48",
+                                "--limit", "192", "--val-limit", "96"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "epoch 1/1 step 2/2")) << run.output;
+  EXPECT_TRUE(contains(run.output, "resnet34 on 2 replicas: val top-1 ")) << run.output;
 }
 
 // The README's `make run`: no arguments at all. Fashion-MNIST's benchmark lists 91.6% for
