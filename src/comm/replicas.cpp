@@ -1,6 +1,9 @@
 #include "lockstep/comm/replicas.h"
 
+#include <malloc.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -64,6 +67,19 @@ std::exception_ptr run_replica(int index, const std::shared_ptr<ReplicaSet>& rep
   return error;
 }
 
+// Replicas allocate and free each step's tensors on several threads, so glibc serves them
+// from per-thread arenas, which hand freed memory back to the system as soon as their top is
+// free and fault it in again the next step: 4-10% of a small CNN's step (bench/ddp_cnn).
+// Keeping 64 MB at the top of each arena avoids it. A MALLOC_TOP_PAD_ the user set wins.
+void keep_freed_memory_for_the_next_step() {
+#ifdef __GLIBC__
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("MALLOC_TOP_PAD_") == nullptr) mallopt(M_TOP_PAD, 64 << 20);
+  });
+#endif
+}
+
 }  // namespace
 
 namespace detail {
@@ -87,6 +103,7 @@ void run_replicas(int n, const std::function<void(ProcessGroup group)>& body,
   const int threads = options.threads() > 0 ? options.threads() : std::max(1, caller_threads / n);
   const at::ThreadLocalState caller;
   const at::Tensor fresh_random_state = at::detail::createCPUGenerator().get_state();
+  keep_freed_memory_for_the_next_step();
   auto replicas = std::make_shared<ReplicaSet>(n, options.timeout());
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> running;
