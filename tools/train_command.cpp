@@ -77,6 +77,8 @@ void apply_config(const std::string& path, CLI::App& command) {
 int launch_workers(const TrainJob& job, const std::vector<std::string>& arguments) {
   launch::LaunchOptions options;
   options.nproc_per_node = job.workers;
+  // Stopped workers finish their step and save a checkpoint before they exit (preemption).
+  options.stop_timeout = std::chrono::seconds(30);
   options.command = {fs::canonical("/proc/self/exe").string(), "train"};
   options.command.insert(options.command.end(), arguments.begin(), arguments.end());
   return launch::run_workers(options);

@@ -179,8 +179,8 @@ JobData open_job_data(const TrainJob& job) {
   return d;
 }
 
-// One worker's training, in the default group (a process's or a replica's).
-void train_worker(const TrainJob& job, const JobData& d) {
+// One worker's training, in the default group (a process's or a replica's); the exit status.
+int train_worker(const TrainJob& job, const JobData& d) {
   torch::nn::Sequential model;
   // Replicas draw the initialisation from their own stream, as processes do from theirs.
   with_replica_generator([&] {
@@ -203,6 +203,7 @@ void train_worker(const TrainJob& job, const JobData& d) {
                      .keep_checkpoints(job.keep)
                      .resume(job.resume)
                      .stop_after_step(job.stop_after_step)
+                     .handle_signals(true)
                      .model_name(job.model);
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
   train::Trainer trainer(model, optimizer, train::cross_entropy_loss(), options);
@@ -217,7 +218,10 @@ void train_worker(const TrainJob& job, const JobData& d) {
                                                  .threads(job.threads));
   const auto result = trainer.fit(train_loader, &val_loader);
   if (lockstep::rank() == 0) {
-    if (result.stopped_early) {
+    if (result.preempted) {
+      std::cout << "preempted: stopped after step " << result.steps << " and saved its checkpoint; continue with: "
+                << "lockstep train --out " << job.out << " --resume" << std::endl;
+    } else if (result.stopped_early) {
       std::cout << "stopped after step " << result.steps << "; continue with: lockstep train --out " << job.out
                 << " --resume" << std::endl;
     } else if (result.validation) {
@@ -227,6 +231,7 @@ void train_worker(const TrainJob& job, const JobData& d) {
                 << static_cast<int64_t>(result.seconds) << " s; run in " << job.out << std::endl;
     }
   }
+  return result.preempted ? train::kPreemptedExitStatus : 0;
 }
 
 }  // namespace
@@ -242,9 +247,9 @@ int run_train_job(const TrainJob& job) {
     throw ConfigError("--mode threads runs the workers inside one process, but this process is one rank of a "
                       "launched job; leave --mode out inside mpirun or torchrun");
   }
-  train_worker(job, open_job_data(job));
+  const int status = train_worker(job, open_job_data(job));
   lockstep::shutdown();
-  return 0;
+  return status;
 }
 
 int run_train_replicas(const TrainJob& job) {
@@ -253,8 +258,12 @@ int run_train_replicas(const TrainJob& job) {
   // one each beside other workers), so that both modes compute the same bits.
   const bool threads_chosen = std::getenv("OMP_NUM_THREADS") != nullptr;
   const int threads = job.workers > 1 && !threads_chosen ? 1 : at::get_num_threads();
-  run_replicas(job.workers, [&](ProcessGroup) { train_worker(job, data); }, ReplicaOptions().threads(threads));
-  return 0;
+  int status = 0;
+  run_replicas(job.workers, [&](ProcessGroup group) {
+    const int mine = train_worker(job, data);
+    if (group.rank() == 0) status = mine;  // every replica stops at the same step
+  }, ReplicaOptions().threads(threads));
+  return status;
 }
 
 }  // namespace lockstep::tools

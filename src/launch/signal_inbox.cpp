@@ -17,7 +17,7 @@ SignalInbox::SignalInbox() {
   signal(SIGCHLD, SIG_DFL);
   sigset_t signals;
   sigemptyset(&signals);
-  for (int number : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) {
+  for (int number : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGCHLD}) {
     sigaddset(&signals, number);
   }
   pthread_sigmask(SIG_BLOCK, &signals, &previous_mask_);

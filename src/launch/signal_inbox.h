@@ -6,7 +6,8 @@
 
 namespace lockstep::launch {
 
-/// The stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT, as torchrun forwards) and SIGCHLD as
+/// The stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT, as torchrun forwards), SIGUSR1 (passed
+/// on to the workers: lockstep train checkpoints on it) and SIGCHLD as
 /// readable events on a file descriptor (signalfd), so one poll(2) loop sees worker output,
 /// worker exits and stop requests without signal handlers.
 /// Construct it before starting any thread: the signals stay blocked in this thread and in

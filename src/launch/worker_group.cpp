@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -125,6 +126,9 @@ int WorkerGroup::supervise(SignalInbox& signals) {
     while (std::optional<int> signal = signals.next()) {
       if (*signal == SIGCHLD) {
         reap_exited_workers();
+      } else if (*signal == SIGUSR1) {
+        report("got " + describe_signal(SIGUSR1) + "; passing it on to the workers");
+        signal_running(SIGUSR1);
       } else {
         on_stop_signal(*signal);
       }
@@ -133,6 +137,7 @@ int WorkerGroup::supervise(SignalInbox& signals) {
       on_deadline();
     }
   }
+  if (stopped_by_signal_ && every_worker_saved_its_state_) return EX_TEMPFAIL;
   return exit_status_.value_or(0);
 }
 
@@ -149,6 +154,7 @@ void WorkerGroup::reap_exited_workers() {
 }
 
 void WorkerGroup::on_worker_ended(Worker& worker, int wait_status) {
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != EX_TEMPFAIL) every_worker_saved_its_state_ = false;
   if (exit_status_) {
     return;  // already stopping: this exit is most likely our own doing
   }
@@ -167,6 +173,7 @@ void WorkerGroup::on_stop_signal(int signal) {
     signal_running(signal);  // asked again while stopping: pass it on, keep the deadline
     return;
   }
+  stopped_by_signal_ = true;
   begin_stop(128 + signal, signal, "got " + describe_signal(signal), false);
 }
 

@@ -14,7 +14,7 @@ namespace lockstep::launch {
 /// The workers one launcher started, watched until all have ended. Forwards their output
 /// line by line under "[rank R] ", and stops them all (the stop signal, then SIGKILL after
 /// `stop_timeout`) as soon as one fails or the launcher is asked to stop. Every wait is bounded
-/// once stopping has begun.
+/// once stopping has begun. SIGUSR1 is passed on to the workers, which keep running.
 class WorkerGroup {
  public:
   explicit WorkerGroup(std::chrono::milliseconds stop_timeout);
@@ -32,6 +32,8 @@ class WorkerGroup {
 
   /// Returns once every worker has ended (or ignored SIGKILL): 0 when all exited 0, otherwise
   /// the status of the first failure (128 + signal for a killed worker or a stopped launcher).
+  /// Asked to stop, when every worker exited with EX_TEMPFAIL (75: it saved its state, as
+  /// lockstep train does when preempted), the launcher does too.
   int supervise(SignalInbox& signals);
 
  private:
@@ -60,6 +62,8 @@ class WorkerGroup {
   std::optional<Clock::time_point> deadline_;
   bool kill_sent_ = false;
   bool gave_up_ = false;
+  bool stopped_by_signal_ = false;
+  bool every_worker_saved_its_state_ = true;  // each exited with EX_TEMPFAIL
 };
 
 }  // namespace lockstep::launch

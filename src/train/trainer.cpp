@@ -11,6 +11,7 @@
 #include "lockstep/train/checkpoint.h"
 #include "train/distributed_checkpoint.h"
 #include "train/metric_sums.h"
+#include "train/signal_requests.h"
 
 namespace lockstep::train {
 namespace {
@@ -213,6 +214,8 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     s.file_sinks_added = true;
   }
 
+  std::optional<SignalRequests> signals;
+  if (o.handle_signals()) signals.emplace();
   s.step = start.step;
   s.started = s.interval_started = Clock::now();
   FitResult result;
@@ -226,12 +229,16 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
       ++batch_in_epoch;
       s.interval.add(out.output, batch->labels, out.loss);
       if (s.step % o.log_every() == 0) s.log_interval();
-      const bool stop = o.stop_after_step() > 0 && s.step >= o.stop_after_step();
-      if (stop || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) save(s.epoch, batch_in_epoch);
+      const SignalRequests::Asked asked = signals ? signals->agree(o.ddp().group()) : SignalRequests::Asked();
+      const bool stop = asked.stop || (o.stop_after_step() > 0 && s.step >= o.stop_after_step());
+      if (stop || asked.checkpoint || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) {
+        save(s.epoch, batch_in_epoch);
+      }
       if (stop) {
         s.flush();
         result.steps = s.step;
         result.stopped_early = true;
+        result.preempted = asked.stop;
         return result;
       }
     }

@@ -1,8 +1,13 @@
 // `lockstep train` as a user runs it: resuming bit-exactly, resuming on another world size,
 // refusing bad checkpoints, config files, and the default job's accuracy.
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -10,6 +15,7 @@
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/metrics_sink.h"
 #include "lockstep/train/models.h"
+#include "lockstep/train/trainer.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 
@@ -98,6 +104,62 @@ TEST(TrainCommand, ThreadsAndProcessesTrainToTheSameBits) {
   };
   EXPECT_EQ(logged("processes").size(), 6u);
   EXPECT_EQ(logged("processes"), logged("threads"));
+}
+
+// Waits until `run` has printed `part`; false when it ended or 60 s passed first.
+bool wait_for_output(testing::ToolProcess& run, const std::string& part) {
+  for (int i = 0; i < 600; ++i) {
+    if (contains(run.stdout_text(), part)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// Slurm and Kubernetes send SIGTERM before they kill a job: every worker finishes the same
+// step, its checkpoint is written, the job exits with status 75, and --resume goes on to
+// the same bits as a run that was never stopped.
+TEST(TrainCommand, SigtermSavesTheCurrentStepExitsWithSeventyFiveAndResumesBitExactly) {
+  TemporaryDirectory dir;
+  const auto whole = run_process(small_job(dir.path() + "/whole", {"-n", "2"}));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  for (const std::string mode : {"processes", "threads"}) {
+    const std::string out = dir.path() + "/" + mode;
+    testing::ToolProcess run(small_job(out, {"-n", "2", "--mode", mode}));
+    ASSERT_TRUE(wait_for_output(run, "step 4/24")) << run.stdout_text() << run.stderr_text();
+    kill(run.pid(), SIGTERM);  // the launcher, or the one process that holds the replicas
+    ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(60)));
+    EXPECT_EQ(run.exit_code(), kPreemptedExitStatus) << mode << "\n" << run.stdout_text() << run.stderr_text();
+    const std::string text = run.stdout_text();
+    const auto at = text.find("preempted: stopped after step ");
+    ASSERT_NE(at, std::string::npos) << text;
+    const int step = std::stoi(text.substr(at + 30));
+    EXPECT_GE(step, 4);
+    EXPECT_LT(step, 24) << text;
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%010d.pt", step);
+    EXPECT_TRUE(std::filesystem::exists(out + "/checkpoints/" + name)) << text;
+    const auto resumed = run_process(small_job(out, {"-n", "2", "--mode", mode, "--resume"}));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+  }
+}
+
+// SIGUSR1 to the launcher reaches every worker: a checkpoint after the next step, and on.
+TEST(TrainCommand, SigusrOneWritesACheckpointAndTrainingGoesOn) {
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/run";
+  testing::ToolProcess run(small_job(out, {"-n", "2", "--mode", "processes", "--keep", "10"}));
+  ASSERT_TRUE(wait_for_output(run, "step 4/24")) << run.stdout_text() << run.stderr_text();
+  kill(run.pid(), SIGUSR1);
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(60)));
+  ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
+  EXPECT_TRUE(contains(run.stderr_text(), "passing it on to the workers")) << run.stderr_text();
+  std::vector<std::string> extra;  // checkpoints besides the three epoch ends
+  for (const auto& path : CheckpointFolder(out + "/checkpoints", 10).list()) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    if (name != "step-0000000008.pt" && name != "step-0000000016.pt" && name != "step-0000000024.pt") extra.push_back(name);
+  }
+  EXPECT_EQ(extra.size(), 1u) << run.stdout_text();
 }
 
 TEST(TrainCommand, ACheckpointOfTwoWorkersContinuesOnOneFromTheEpochStart) {
