@@ -33,6 +33,8 @@ void add_run_command(CLI::App& app, Action& chosen) {
   run->add_option("--master-port", options->master_port, "Store port (default: a free one, one node only)");
   run->add_option("--stop-timeout", *stop_timeout_seconds, "Seconds stopped workers get before SIGKILL")
       ->capture_default_str();
+  run->add_option("--max-restarts", options->max_restarts, "Times to restart every worker after one fails")
+      ->capture_default_str();
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
   run->callback([&chosen, options, stop_timeout_seconds] {

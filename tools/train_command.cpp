@@ -73,10 +73,17 @@ void apply_config(const std::string& path, CLI::App& command) {
   }
 }
 
+// Which attempt of a job the launcher restarted this worker in (0: the first).
+int restart_count() {
+  const char* count = std::getenv("LOCKSTEP_RESTART_COUNT");
+  return count != nullptr ? std::atoi(count) : 0;
+}
+
 // Starts `workers` copies of this command as one job, each with the resolved settings.
 int launch_workers(const TrainJob& job, const std::vector<std::string>& arguments) {
   launch::LaunchOptions options;
   options.nproc_per_node = job.workers;
+  options.max_restarts = job.max_restarts;
   // Stopped workers finish their step and save a checkpoint before they exit (preemption).
   options.stop_timeout = std::chrono::seconds(30);
   options.command = {fs::canonical("/proc/self/exe").string(), "train"};
@@ -96,6 +103,9 @@ void add_train_command(CLI::App& app, Action& chosen) {
   command->callback([=, &chosen] {
     if (!config->empty()) apply_config(*config, *command);
     chosen = [=] {
+      if (job->max_restarts > 0 && job->mode_option->count() == 0) job->mode = "processes";
+      // A restarted attempt goes on from the newest checkpoint of the run it restarts.
+      if (inside_a_launch() && restart_count() > 0) job->resume = true;
       job->check();
       if (inside_a_launch()) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.

@@ -100,6 +100,9 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_option("--val-limit", val_limit, "Validate on the first N examples only");
   command.add_option("--val-split", val_split, "Split to validate on (default: val, else test)");
   command.add_option("--stop-after-step", stop_after_step, "End after this step and its checkpoint, as if interrupted");
+  command.add_option("--max-restarts", max_restarts,
+                     "Restart every worker after one fails, up to N times, resuming from the newest checkpoint "
+                     "(implies --mode processes)");
   datasets.add_to(command);
 }
 
@@ -109,6 +112,11 @@ void TrainJob::check() const {
   if (batch_size < 1) throw ConfigError("--batch-size must be at least 1, got " + std::to_string(batch_size));
   if (lr <= 0) throw ConfigError("--lr must be positive, got " + exact(lr));
   if (threads < 0) throw ConfigError("--threads must not be negative");
+  if (max_restarts < 0) throw ConfigError("--max-restarts must not be negative, got " + std::to_string(max_restarts));
+  if (max_restarts > 0 && mode == "threads") {
+    throw ConfigError("--max-restarts restarts worker processes, but --mode threads runs the workers inside this "
+                      "one; leave out --mode threads");
+  }
   const auto& names = train::model_names();
   if (std::find(names.begin(), names.end(), model) == names.end()) {
     std::string known;

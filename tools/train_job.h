@@ -37,6 +37,7 @@ struct TrainJob {
   size_t val_limit = 0;  // validate on the first N only
   std::string val_split;  // default: val, else test
   int64_t stop_after_step = 0;
+  int max_restarts = 0;  // processes mode: restarts of every worker after one fails
   RegistryChoice datasets;  // --data-toml, --data-path
 
   CLI::Option* workers_option = nullptr;

@@ -31,6 +31,9 @@ struct WorldSpec {
   /// The launcher's node (torchrun's and lockstep run's GROUP_RANK): ranks of different
   /// launchers never share memory, even on one machine.
   std::optional<int> node_rank;
+  /// How many times the launcher has restarted the job (LOCKSTEP_RESTART_COUNT): each
+  /// attempt meets under its own store keys, whatever the last one left there.
+  int restart_count = 0;
 };
 
 /// Looks up an environment variable; tests pass a map instead of the process environment.

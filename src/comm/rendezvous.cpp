@@ -102,10 +102,12 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
                       "; check that rank 0 runs and MASTER_ADDR is reachable from this machine");
   }
   // Ranks that init() again (after shutdown) meet under a fresh prefix: every rank adds one
-  // per init, so the count tells which round this is.
-  const int64_t joined = store->add("lockstep/joined", 1);
+  // per init, so the count tells which round this is. A restarted job counts afresh, as
+  // ranks of the failed attempt may not all have joined.
+  const std::string attempt = "lockstep/attempt-" + std::to_string(spec.restart_count) + "/";
+  const int64_t joined = store->add(attempt + "joined", 1);
   const int64_t round = (joined - 1) / spec.world_size;
-  return std::make_shared<TorchStore>(store, "lockstep/" + std::to_string(round) + "/");
+  return std::make_shared<TorchStore>(store, attempt + std::to_string(round) + "/");
 }
 
 StorePtr open_file_store(const WorldSpec& spec) {

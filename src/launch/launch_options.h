@@ -23,6 +23,8 @@ struct LaunchOptions {
   std::string backend;
   /// How long stopped workers get between SIGTERM (or a forwarded signal) and SIGKILL.
   std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
+  /// Times the workers are all started afresh after one fails (one budget for the job).
+  int max_restarts = 0;
   /// PROGRAM ARGS...; PROGRAM is looked up in PATH.
   std::vector<std::string> command;
 };

@@ -1,5 +1,6 @@
 #include "launch/launcher.h"
 
+#include <iostream>
 #include <memory>
 #include <optional>
 
@@ -17,6 +18,8 @@ namespace {
 // Shell convention for a command that could not be executed.
 constexpr int kCannotRunStatus = 127;
 
+void report(const std::string& line) { std::cerr << "lockstep run: " << line << std::endl; }
+
 }  // namespace
 
 int run_workers(const LaunchOptions& options) {
@@ -33,19 +36,33 @@ int run_workers(const LaunchOptions& options) {
     store_port = store->port();
   }
 
-  WorkerGroup workers(options.stop_timeout);
-  std::vector<std::string> inherited = current_environment();
-  for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
-    WorkerPlace place{options.node_rank * options.nproc_per_node + local_rank, local_rank};
-    try {
-      workers.add(place.rank,
-                  spawn_worker(options.command, worker_environment(inherited, options, place, store_port)));
-    } catch (const Error& error) {
-      workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
-      break;
+  const std::vector<std::string> inherited = current_environment();
+  for (int restarts = 0;; ++restarts) {
+    WorkerGroup workers(options.stop_timeout);
+    for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
+      WorkerPlace place{options.node_rank * options.nproc_per_node + local_rank, local_rank};
+      try {
+        workers.add(place.rank, spawn_worker(options.command,
+                                             worker_environment(inherited, options, place, store_port, restarts)));
+      } catch (const Error& error) {
+        workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
+        break;
+      }
     }
+    const int status = workers.supervise(signals);
+    // Only a worker's failure is worth a restart: not success, a stop the launcher was
+    // asked for, or a program that cannot run at all.
+    if (status == 0 || !workers.failure() || status == kCannotRunStatus) return status;
+    if (restarts == options.max_restarts) {
+      if (options.max_restarts > 0) {
+        report("the job failed " + std::to_string(restarts + 1) + " times, which --max-restarts " +
+               std::to_string(options.max_restarts) + " allows no more; the last failure: " + *workers.failure());
+      }
+      return status;
+    }
+    report("restart " + std::to_string(restarts + 1) + " of " + std::to_string(options.max_restarts) +
+           ": starting every worker afresh after " + *workers.failure());
   }
-  return workers.supervise(signals);
 }
 
 }  // namespace lockstep::launch

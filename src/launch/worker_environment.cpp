@@ -27,7 +27,7 @@ bool contradicts_worker_place(const std::string& entry) {
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
                                             const LaunchOptions& options, const WorkerPlace& place,
-                                            int store_port) {
+                                            int store_port, int restart_count) {
   std::vector<std::pair<std::string, std::string>> assigned = {
       {"RANK", std::to_string(place.rank)},
       {"WORLD_SIZE", std::to_string(options.nproc_per_node * options.nnodes)},
@@ -38,6 +38,8 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       {"MASTER_PORT", std::to_string(store_port)},
       // The launcher on node 0 hosts the store, so rank 0 must join it as a client.
       {"LOCKSTEP_USE_AGENT_STORE", "1"},
+      {"LOCKSTEP_RESTART_COUNT", std::to_string(restart_count)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
   };
   if (!options.backend.empty()) {
     assigned.emplace_back("LOCKSTEP_BACKEND", options.backend);

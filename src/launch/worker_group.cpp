@@ -178,6 +178,7 @@ void WorkerGroup::on_stop_signal(int signal) {
 }
 
 void WorkerGroup::begin_stop(int exit_status, int signal, const std::string& cause, bool cause_is_a_worker) {
+  if (cause_is_a_worker) failure_ = cause;
   std::size_t running = running_workers().size();
   if (running == 0) {
     report(cause);

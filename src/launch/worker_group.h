@@ -36,6 +36,10 @@ class WorkerGroup {
   /// lockstep train does when preempted), the launcher does too.
   int supervise(SignalInbox& signals);
 
+  /// Why the workers were stopped, when a worker failed (not when the launcher was asked to
+  /// stop): "rank 1 (pid 4242) was killed by signal 9 (Killed)".
+  const std::optional<std::string>& failure() const { return failure_; }
+
  private:
   struct Worker {
     int rank;
@@ -63,6 +67,7 @@ class WorkerGroup {
   bool kill_sent_ = false;
   bool gave_up_ = false;
   bool stopped_by_signal_ = false;
+  std::optional<std::string> failure_;
   bool every_worker_saved_its_state_ = true;  // each exited with EX_TEMPFAIL
 };
 

@@ -69,6 +69,31 @@ TEST(LockstepRun, EnvAndPrefix) {
   }
 }
 
+// K + 1 failures end the job with the last one's status and cause; each restart starts every
+// worker afresh and tells it which attempt it is.
+TEST(LockstepRun, MaxRestartsRestartsEveryWorkerUntilTheBudgetIsSpent) {
+  ToolProcess launcher(lockstep_run({"-n", "2", "--max-restarts", "2"}, {"env", "exit-on-rank", "1", "3"}));
+  ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
+  EXPECT_EQ(launcher.exit_code(), 3) << launcher.stderr_text();
+  const std::string errors = launcher.stderr_text();
+  EXPECT_TRUE(contains(errors, "lockstep run: restart 1 of 2: starting every worker afresh after rank 1 (pid ")) << errors;
+  EXPECT_TRUE(contains(errors, "lockstep run: restart 2 of 2: starting every worker afresh after rank 1 (pid ")) << errors;
+  EXPECT_TRUE(contains(errors, "lockstep run: the job failed 3 times, which --max-restarts 2 allows no more; "
+                               "the last failure: rank 1 (pid ")) << errors;
+  EXPECT_TRUE(contains(errors, ") exited with status 3")) << errors;
+  const std::string output = launcher.stdout_text();
+  for (const std::string attempt : {"0", "1", "2"}) {
+    EXPECT_TRUE(contains(output, "[rank 0] LOCKSTEP_RESTART_COUNT=" + attempt)) << output;
+  }
+  EXPECT_FALSE(contains(output, "LOCKSTEP_RESTART_COUNT=3")) << output;
+
+  // Success, or a launcher asked to stop, is not restarted.
+  ToolProcess fine(lockstep_run({"-n", "2", "--max-restarts", "2"}, {"env"}));
+  ASSERT_TRUE(fine.wait_for_exit(kExitBound));
+  EXPECT_EQ(fine.exit_code(), 0) << fine.stderr_text();
+  EXPECT_FALSE(contains(fine.stderr_text(), "restart")) << fine.stderr_text();
+}
+
 TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
   // Node 1 hosts no store, so its workers start without node 0 being there.
   ToolProcess launcher(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr",

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -142,6 +143,45 @@ TEST(TrainCommand, SigtermSavesTheCurrentStepExitsWithSeventyFiveAndResumesBitEx
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
   }
+}
+
+// The worker processes a launcher started, in the order it started them.
+std::vector<pid_t> children_of(pid_t launcher) {
+  std::ifstream file("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
+  std::vector<pid_t> pids;
+  for (pid_t pid; file >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+// The newest validation loss a run logged.
+double last_validation_loss(const std::string& out) {
+  double loss = -1;
+  for (const auto& record : read_json_lines(out + "/metrics.jsonl")) {
+    if (record.phase == "val") loss = record.value("loss");
+  }
+  return loss;
+}
+
+// A worker SIGKILLed at a random step: every worker restarts from the newest checkpoint and
+// the run ends with the parameters and validation loss of a run that was never interrupted.
+TEST(TrainCommand, AWorkerKilledAtARandomStepRestartsAndEndsBitExact) {
+  TemporaryDirectory dir;
+  const auto whole = run_process(small_job(dir.path() + "/whole", {"-n", "2", "--checkpoint-every", "2"}));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::string out = dir.path() + "/killed";
+  testing::ToolProcess run(small_job(out, {"-n", "2", "--max-restarts", "1", "--checkpoint-every", "2"}));
+  ASSERT_TRUE(wait_for_output(run, "step 4/24")) << run.stdout_text() << run.stderr_text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::random_device()() % 400));
+  const auto workers = children_of(run.pid());
+  ASSERT_EQ(workers.size(), 2u);
+  kill(workers[1], SIGKILL);
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
+  ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
+  EXPECT_TRUE(contains(run.stderr_text(), "lockstep run: restart 1 of 1: starting every worker afresh after rank 1 (pid " +
+                                              std::to_string(workers[1]) + ") was killed by signal 9"))
+      << run.stderr_text();
+  expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+  EXPECT_EQ(last_validation_loss(out), last_validation_loss(dir.path() + "/whole"));
 }
 
 // SIGUSR1 to the launcher reaches every worker: a checkpoint after the next step, and on.
