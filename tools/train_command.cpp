@@ -84,6 +84,7 @@ int launch_workers(const TrainJob& job, const std::vector<std::string>& argument
   launch::LaunchOptions options;
   options.nproc_per_node = job.workers;
   options.max_restarts = job.max_restarts;
+  options.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(job.heartbeat_timeout * 1000));
   // Stopped workers finish their step and save a checkpoint before they exit (preemption).
   options.stop_timeout = std::chrono::seconds(30);
   options.command = {fs::canonical("/proc/self/exe").string(), "train"};

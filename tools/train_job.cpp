@@ -103,6 +103,9 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_option("--max-restarts", max_restarts,
                      "Restart every worker after one fails, up to N times, resuming from the newest checkpoint "
                      "(implies --mode processes)");
+  command.add_option("--heartbeat-timeout", heartbeat_timeout,
+                     "Processes mode: seconds without a worker's heartbeats after which it is named as hung")
+      ->capture_default_str();
   datasets.add_to(command);
 }
 
@@ -112,6 +115,7 @@ void TrainJob::check() const {
   if (batch_size < 1) throw ConfigError("--batch-size must be at least 1, got " + std::to_string(batch_size));
   if (lr <= 0) throw ConfigError("--lr must be positive, got " + exact(lr));
   if (threads < 0) throw ConfigError("--threads must not be negative");
+  if (heartbeat_timeout <= 0) throw ConfigError("--heartbeat-timeout must be positive, got " + exact(heartbeat_timeout));
   if (max_restarts < 0) throw ConfigError("--max-restarts must not be negative, got " + std::to_string(max_restarts));
   if (max_restarts > 0 && mode == "threads") {
     throw ConfigError("--max-restarts restarts worker processes, but --mode threads runs the workers inside this "

@@ -38,6 +38,7 @@ struct TrainJob {
   std::string val_split;  // default: val, else test
   int64_t stop_after_step = 0;
   int max_restarts = 0;  // processes mode: restarts of every worker after one fails
+  double heartbeat_timeout = 30;  // processes mode: seconds without heartbeats that make a worker hung
   RegistryChoice datasets;  // --data-toml, --data-path
 
   CLI::Option* workers_option = nullptr;

@@ -219,6 +219,7 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
                            : parse_bool(env("LOCKSTEP_SHM").value_or("1"), "LOCKSTEP_SHM");
   if (auto node = env("GROUP_RANK")) spec.node_rank = parse_int(*node, "GROUP_RANK");
   if (auto restarts = env("LOCKSTEP_RESTART_COUNT")) spec.restart_count = parse_int(*restarts, "LOCKSTEP_RESTART_COUNT");
+  spec.heartbeat = parse_bool(env("LOCKSTEP_HEARTBEAT").value_or(""), "LOCKSTEP_HEARTBEAT");
   return spec;
 }
 

@@ -34,6 +34,8 @@ struct WorldSpec {
   /// How many times the launcher has restarted the job (LOCKSTEP_RESTART_COUNT): each
   /// attempt meets under its own store keys, whatever the last one left there.
   int restart_count = 0;
+  /// `lockstep run` watches this rank's heartbeats in its store (LOCKSTEP_HEARTBEAT=1).
+  bool heartbeat = false;
 };
 
 /// Looks up an environment variable; tests pass a map instead of the process environment.

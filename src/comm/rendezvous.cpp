@@ -22,6 +22,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm/gloo_transport.h"
+#include "comm/heartbeat.h"
 #include "comm/tcp_probe.h"
 #include "lockstep/comm/error.h"
 
@@ -222,7 +223,12 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
 class StoreWorld : public World {
  public:
   StoreWorld(const WorldSpec& spec, StorePtr store, std::vector<std::string> hosts)
-      : World(spec, std::move(hosts)), store_(std::move(store)) {}
+      : World(spec, std::move(hosts)), store_(std::move(store)) {
+    if (spec.heartbeat && spec.method == InitMethod::Tcp) {
+      heartbeat_ = std::make_unique<Heartbeat>(spec.master_addr, spec.master_port,
+                                               heartbeat_key(spec.restart_count, spec.rank));
+    }
+  }
 
   std::vector<std::string> gather(const std::string& key, const std::string& mine) override {
     return gather_through(*store_, spec(), key, mine);
@@ -249,6 +255,7 @@ class StoreWorld : public World {
  private:
   StorePtr store_;
   std::shared_ptr<gloo::transport::Device> device_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // while this rank is joined
 };
 
 }  // namespace

@@ -18,6 +18,9 @@ void validate(const LaunchOptions& options) {
   if (options.backend != "" && options.backend != "gloo" && options.backend != "mpi") {
     throw ConfigError("--backend must be gloo or mpi (got '" + options.backend + "')");
   }
+  if (options.heartbeat_timeout <= std::chrono::milliseconds(0)) {
+    throw ConfigError("--heartbeat-timeout must be positive");
+  }
   if (options.max_restarts < 0) {
     throw ConfigError("--max-restarts must not be negative (got " + std::to_string(options.max_restarts) + ")");
   }

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "launch/agent_store.h"
+#include "launch/heartbeat_monitor.h"
 #include "launch/mpirun_command.h"
 #include "launch/signal_inbox.h"
 #include "launch/worker_environment.h"
@@ -48,6 +49,17 @@ int run_workers(const LaunchOptions& options) {
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;
       }
+    }
+    std::vector<int> ranks;
+    for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
+      ranks.push_back(options.node_rank * options.nproc_per_node + local_rank);
+    }
+    try {
+      workers.watch(std::make_unique<HeartbeatMonitor>(master_addr_of(options), store_port, restarts, ranks,
+                                                       options.heartbeat_timeout));
+    } catch (const std::exception& e) {
+      report("cannot watch the workers' heartbeats (" + std::string(e.what()) + "); hung workers are left to "
+             "their collectives' timeouts");
     }
     const int status = workers.supervise(signals);
     // Only a worker's failure is worth a restart: not success, a stop the launcher was

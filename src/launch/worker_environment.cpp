@@ -39,6 +39,7 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       // The launcher on node 0 hosts the store, so rank 0 must join it as a client.
       {"LOCKSTEP_USE_AGENT_STORE", "1"},
       {"LOCKSTEP_RESTART_COUNT", std::to_string(restart_count)},
+      {"LOCKSTEP_HEARTBEAT", "1"},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
   };
   if (!options.backend.empty()) {

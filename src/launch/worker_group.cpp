@@ -14,6 +14,8 @@ namespace {
 // How long workers get to vanish after SIGKILL before the launcher stops waiting for them
 // (a process stuck in the kernel cannot be killed sooner).
 constexpr std::chrono::seconds kKillGrace{5};
+// How often heartbeats are read while the workers run.
+constexpr int kHeartbeatCheckMs = 500;
 
 void report(const std::string& line) {
   std::string text = "lockstep run: " + line + "\n";
@@ -90,6 +92,26 @@ void WorkerGroup::add(int rank, const WorkerProcess& process) {
                             PrefixedLines(prefix, STDOUT_FILENO), PrefixedLines(prefix, STDERR_FILENO)});
 }
 
+void WorkerGroup::watch(std::unique_ptr<HeartbeatMonitor> heartbeats) { heartbeats_ = std::move(heartbeats); }
+
+void WorkerGroup::check_heartbeats() {
+  std::optional<int> rank;
+  try {
+    rank = heartbeats_->hung();
+  } catch (const std::exception&) {
+    return;  // the store cannot be read just now; the workers' own timeouts still hold
+  }
+  for (Worker* worker : running_workers()) {
+    if (rank && worker->rank == *rank) {
+      failure_ = describe_worker(worker->rank, worker->pid) + " missed its heartbeats for " +
+                 describe_seconds(heartbeats_->timeout()) + ": it hangs or was stopped";
+      begin_stop(kHungStatus, SIGTERM, *failure_, /*cause_is_a_worker=*/false);  // it is one of those stopped
+      // A stopped worker takes no signal but SIGKILL until it runs again.
+      kill(-worker->pid, SIGCONT);
+    }
+  }
+}
+
 void WorkerGroup::abandon(int exit_status, const std::string& cause) {
   begin_stop(exit_status, SIGTERM, cause, true);
 }
@@ -111,6 +133,8 @@ int WorkerGroup::supervise(SignalInbox& signals) {
     if (deadline_) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - Clock::now());
       timeout_ms = static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
+    } else if (heartbeats_) {
+      timeout_ms = kHeartbeatCheckMs;
     }
     poll(polled.data(), polled.size(), timeout_ms);
 
@@ -133,6 +157,7 @@ int WorkerGroup::supervise(SignalInbox& signals) {
         on_stop_signal(*signal);
       }
     }
+    if (heartbeats_ && !exit_status_) check_heartbeats();
     if (deadline_ && Clock::now() >= *deadline_ && !running_workers().empty()) {
       on_deadline();
     }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/heartbeat_monitor.h"
 #include "launch/prefixed_lines.h"
 #include "launch/signal_inbox.h"
 #include "launch/worker_process.h"
@@ -25,6 +26,11 @@ class WorkerGroup {
 
   /// Takes over a started worker (its pipes included) that has global rank `rank`.
   void add(int rank, const WorkerProcess& process);
+
+  /// Treats a worker whose heartbeats stop as failed (exit status kHungStatus).
+  void watch(std::unique_ptr<HeartbeatMonitor> heartbeats);
+  /// The launcher's exit status when a worker hung, as timeout(1) uses.
+  static constexpr int kHungStatus = 124;
 
   /// Stops the workers added so far because the job cannot go on: reports `cause` (e.g.
   /// "rank 2: cannot run 'x': ..."), sends SIGTERM, and makes supervise() return `exit_status`.
@@ -53,6 +59,7 @@ class WorkerGroup {
   using Clock = std::chrono::steady_clock;
 
   void reap_exited_workers();
+  void check_heartbeats();
   void on_worker_ended(Worker& worker, int wait_status);
   void on_stop_signal(int signal);
   void begin_stop(int exit_status, int signal, const std::string& cause, bool cause_is_a_worker);
@@ -68,6 +75,7 @@ class WorkerGroup {
   bool gave_up_ = false;
   bool stopped_by_signal_ = false;
   std::optional<std::string> failure_;
+  std::unique_ptr<HeartbeatMonitor> heartbeats_;
   bool every_worker_saved_its_state_ = true;  // each exited with EX_TEMPFAIL
 };
 

@@ -184,6 +184,36 @@ TEST(TrainCommand, AWorkerKilledAtARandomStepRestartsAndEndsBitExact) {
   EXPECT_EQ(last_validation_loss(out), last_validation_loss(dir.path() + "/whole"));
 }
 
+// A worker that stops (SIGSTOP) is named as hung within the heartbeat timeout plus 10 s; the
+// job restarts when restarts are left and ends with status 124 otherwise.
+TEST(TrainCommand, AStoppedWorkerIsNamedAsHungThenRestartedOrTheJobEnds) {
+  TemporaryDirectory dir;
+  for (const std::string restarts : {"1", "0"}) {
+    const std::string out = dir.path() + "/restarts-" + restarts;
+    testing::ToolProcess run(small_job(out, {"-n", "2", "--mode", "processes", "--max-restarts", restarts,
+                                             "--heartbeat-timeout", "2", "--checkpoint-every", "2"}));
+    ASSERT_TRUE(wait_for_output(run, "step 4/24")) << run.stdout_text() << run.stderr_text();
+    const auto workers = children_of(run.pid());
+    ASSERT_EQ(workers.size(), 2u);
+    const auto stopped = std::chrono::steady_clock::now();
+    kill(workers[1], SIGSTOP);
+    const std::string named = "rank 1 (pid " + std::to_string(workers[1]) + ") missed its heartbeats for 2 s";
+    while (!contains(run.stderr_text(), named) && std::chrono::steady_clock::now() - stopped < std::chrono::seconds(30)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::seconds(12)) << run.stderr_text();
+    ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
+    if (restarts == "1") {
+      EXPECT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
+      EXPECT_TRUE(contains(run.stderr_text(), "restart 1 of 1: starting every worker afresh after " + named))
+          << run.stderr_text();
+      EXPECT_TRUE(std::filesystem::exists(out + "/checkpoints/step-0000000024.pt"));
+    } else {
+      EXPECT_EQ(run.exit_code(), 124) << run.stdout_text() << run.stderr_text();
+    }
+  }
+}
+
 // SIGUSR1 to the launcher reaches every worker: a checkpoint after the next step, and on.
 TEST(TrainCommand, SigusrOneWritesACheckpointAndTrainingGoesOn) {
   TemporaryDirectory dir;

@@ -1,0 +1,36 @@
+#include "launch/heartbeat_monitor.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "comm/heartbeat.h"
+
+namespace lockstep::launch {
+
+HeartbeatMonitor::HeartbeatMonitor(const std::string& host, int port, int restart_count, std::vector<int> ranks,
+                                   std::chrono::milliseconds timeout)
+    : restart_count_(restart_count), ranks_(std::move(ranks)), timeout_(timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(10);
+  store_ = std::make_unique<c10d::TCPStore>(host, options);
+}
+
+HeartbeatMonitor::~HeartbeatMonitor() = default;
+
+std::optional<int> HeartbeatMonitor::hung() {
+  const auto now = Clock::now();
+  for (int rank : ranks_) {
+    const int64_t count = store_->add(heartbeat_key(restart_count_, rank), 0);  // reads it
+    Seen& seen = seen_[rank];
+    if (count != seen.count) {
+      seen = {count, now};
+    } else if (count > 0 && now - seen.changed > timeout_) {
+      return rank;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace lockstep::launch
