@@ -35,6 +35,10 @@ void add_run_command(CLI::App& app, Action& chosen) {
       ->capture_default_str();
   run->add_option("--max-restarts", options->max_restarts, "Times to restart every worker after one fails")
       ->capture_default_str();
+  run->add_option("--rdzv-timeout", "Seconds launchers wait for the other nodes (default 300)")
+      ->each([options](const std::string& text) {
+        options->rdzv_timeout = std::chrono::milliseconds(static_cast<long long>(std::stod(text) * 1000));
+      });
   auto heartbeat_seconds = std::make_shared<double>(30.0);
   run->add_option("--heartbeat-timeout", *heartbeat_seconds, "Seconds without heartbeats after which a worker is hung")
       ->capture_default_str()

@@ -25,6 +25,8 @@ struct LaunchOptions {
   std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
   /// Times the workers are all started afresh after one fails (one budget for the job).
   int max_restarts = 0;
+  /// How long launchers wait for the other nodes to start.
+  std::chrono::milliseconds rdzv_timeout = std::chrono::seconds(300);
   /// A worker whose heartbeats (sent by lockstep's init()) stop for this long is hung.
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(30);
   /// PROGRAM ARGS...; PROGRAM is looked up in PATH.

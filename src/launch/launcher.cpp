@@ -7,6 +7,7 @@
 #include "launch/agent_store.h"
 #include "launch/heartbeat_monitor.h"
 #include "launch/mpirun_command.h"
+#include "launch/node_registration.h"
 #include "launch/signal_inbox.h"
 #include "launch/worker_environment.h"
 #include "launch/worker_group.h"
@@ -37,6 +38,7 @@ int run_workers(const LaunchOptions& options) {
     store_port = store->port();
   }
 
+  register_node(options, store_port);
   const std::vector<std::string> inherited = current_environment();
   for (int restarts = 0;; ++restarts) {
     WorkerGroup workers(options.stop_timeout);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "support/tool_process.h"
+#include "support/world.h"
 
 namespace lockstep::testing {
 namespace {
@@ -95,10 +96,14 @@ TEST(LockstepRun, MaxRestartsRestartsEveryWorkerUntilTheBudgetIsSpent) {
 }
 
 TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
-  // Node 1 hosts no store, so its workers start without node 0 being there.
+  const std::string port = std::to_string(free_port());
+  ToolProcess first(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
+                                  "--master-port", port, "--backend", "gloo"},
+                                 {"env"}));
   ToolProcess launcher(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr",
-                                     "127.0.0.1", "--master-port", "29999", "--backend", "gloo"},
+                                     "127.0.0.1", "--master-port", port, "--backend", "gloo"},
                                     {"env"}));
+  ASSERT_TRUE(first.wait_for_exit(kExitBound)) << first.stderr_text();
   ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
   EXPECT_EQ(launcher.exit_code(), 0) << launcher.stderr_text();
   std::string output = launcher.stdout_text();
@@ -109,7 +114,7 @@ TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
     EXPECT_EQ(printed_value(output, rank, "WORLD_SIZE"), "4");
     EXPECT_EQ(printed_value(output, rank, "LOCAL_WORLD_SIZE"), "2");
     EXPECT_EQ(printed_value(output, rank, "GROUP_RANK"), "1");
-    EXPECT_EQ(printed_value(output, rank, "MASTER_PORT"), "29999");
+    EXPECT_EQ(printed_value(output, rank, "MASTER_PORT"), port);
     EXPECT_EQ(printed_value(output, rank, "LOCKSTEP_BACKEND"), "gloo");
   }
 }

@@ -1,0 +1,84 @@
+// Two hosts as network namespaces (support/network_hosts.h), each with its own address and
+// its own `lockstep run`, two workers each: what a job of two machines meets.
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "support/network_hosts.h"
+#include "support/tool_process.h"
+#include "support/world.h"
+
+namespace lockstep::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// `lockstep run` on `host` of `hosts`, as node `host` of 2, running COLLECTIVES_WORKER `scenario`.
+std::unique_ptr<ToolProcess> launch_on(const NetworkHosts& hosts, int host, const std::string& port,
+                                       const std::string& workers, const std::string& scenario,
+                                       std::vector<std::string> extra = {}) {
+  std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", workers, "--nnodes", "2", "--node-rank",
+                                      std::to_string(host), "--master-addr", hosts.address(0), "--master-port", port};
+  command.insert(command.end(), extra.begin(), extra.end());
+  command.insert(command.end(), {"--", COLLECTIVES_WORKER, scenario});
+  return std::make_unique<ToolProcess>(hosts.on(host, command), std::vector<std::string>{"LOCKSTEP_TIMEOUT=60"});
+}
+
+TEST(NamespacedHosts, TwoHostsOfTwoWorkersGetExactCollectives) {
+  NetworkHosts hosts;
+  if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
+  const std::string port = std::to_string(free_port());
+  auto first = launch_on(hosts, 0, port, "2", "all");
+  auto second = launch_on(hosts, 1, port, "2", "all");
+  std::string all;
+  for (auto* node : {first.get(), second.get()}) {
+    ASSERT_TRUE(node->wait_for_exit(std::chrono::seconds(120)));
+    EXPECT_EQ(node->exit_code(), 0) << node->stdout_text() << node->stderr_text();
+    all += node->stdout_text();
+  }
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(contains(all, "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r % 2) +
+                                  " of 2, gloo, shm+gloo): all collectives correct")) << all;
+  }
+}
+
+TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout) {
+  NetworkHosts hosts;
+  if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
+  const std::string port = std::to_string(free_port());
+  auto first = launch_on(hosts, 0, port, "2", "loop", {"--heartbeat-timeout", "5"});
+  auto second = launch_on(hosts, 1, port, "2", "loop", {"--heartbeat-timeout", "5"});
+  std::this_thread::sleep_for(std::chrono::seconds(4));  // joined and reducing
+  ASSERT_FALSE(first->wait_for_exit(std::chrono::milliseconds(1))) << first->stdout_text() << first->stderr_text();
+  const auto killed = Clock::now();
+  kill(second->pid(), SIGKILL);  // the whole host's launcher; its workers die with it
+  ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text();
+  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(5)) << first->stderr_text();
+  EXPECT_NE(first->exit_code(), 0) << first->stderr_text();
+}
+
+TEST(NamespacedHosts, MismatchedWorkerCountsFailWithinTenSecondsNamingBoth) {
+  NetworkHosts hosts;
+  if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
+  const std::string port = std::to_string(free_port());
+  const auto started = Clock::now();
+  auto first = launch_on(hosts, 0, port, "2", "all");
+  auto second = launch_on(hosts, 1, port, "3", "all");
+  for (auto* node : {first.get(), second.get()}) {
+    ASSERT_TRUE(node->wait_for_exit(std::chrono::seconds(30)));
+    EXPECT_EQ(node->exit_code(), 2) << node->stderr_text();
+    EXPECT_EQ(node->stdout_text(), "");  // no worker started
+  }
+  EXPECT_LT(Clock::now() - started, std::chrono::seconds(10));
+  EXPECT_TRUE(contains(first->stderr_text(), "this launcher, node 0, has -n 2 but node 1 (on ")) << first->stderr_text();
+  EXPECT_TRUE(contains(first->stderr_text(), ") has -n 3; every node needs the same -n")) << first->stderr_text();
+  EXPECT_TRUE(contains(second->stderr_text(), "this launcher, node 1, has -n 3 but node 0 (on ")) << second->stderr_text();
+  EXPECT_TRUE(contains(second->stderr_text(), ") has -n 2; every node needs the same -n")) << second->stderr_text();
+}
+
+}  // namespace
+}  // namespace lockstep::testing
