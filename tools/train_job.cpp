@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <tuple>
@@ -191,6 +192,17 @@ JobData open_job_data(const TrainJob& job) {
   return d;
 }
 
+// With LOCKSTEP_TIMING set, rank 0 prints when it reached each phase of its start, on the
+// steady clock every process of the machine shares (bench/recovery times restarts by it).
+void report_timing(const char* phase) {
+  if (std::getenv("LOCKSTEP_TIMING") == nullptr) return;
+  const char* rank = std::getenv("RANK");
+  if (rank != nullptr && std::string(rank) != "0") return;
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  std::cout << "lockstep train timing: " << phase << " at "
+            << std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() << " ns" << std::endl;
+}
+
 // One worker's training, in the default group (a process's or a replica's); the exit status.
 int train_worker(const TrainJob& job, const JobData& d) {
   torch::nn::Sequential model;
@@ -249,7 +261,9 @@ int train_worker(const TrainJob& job, const JobData& d) {
 }  // namespace
 
 int run_train_job(const TrainJob& job) {
+  report_timing("started");
   lockstep::init();
+  report_timing("joined");
   if (job.workers_option != nullptr && job.workers_option->count() > 0 && job.workers != lockstep::world_size()) {
     throw ConfigError("-n " + std::to_string(job.workers) + " does not match this launch's world size " +
                       std::to_string(lockstep::world_size()) + "; leave -n out inside mpirun or torchrun");
@@ -259,7 +273,9 @@ int run_train_job(const TrainJob& job) {
     throw ConfigError("--mode threads runs the workers inside one process, but this process is one rank of a "
                       "launched job; leave --mode out inside mpirun or torchrun");
   }
-  const int status = train_worker(job, open_job_data(job));
+  const JobData data = open_job_data(job);
+  report_timing("data");
+  const int status = train_worker(job, data);
   lockstep::shutdown();
   return status;
 }
