@@ -35,20 +35,18 @@ void add_run_command(CLI::App& app, Action& chosen) {
       ->capture_default_str();
   run->add_option("--max-restarts", options->max_restarts, "Times to restart every worker after one fails")
       ->capture_default_str();
-  run->add_option("--rdzv-timeout", "Seconds launchers wait for the other nodes (default 300)")
-      ->each([options](const std::string& text) {
-        options->rdzv_timeout = std::chrono::milliseconds(static_cast<long long>(std::stod(text) * 1000));
-      });
+  auto rdzv_seconds = std::make_shared<double>(300.0);
+  run->add_option("--rdzv-timeout", *rdzv_seconds, "Seconds launchers wait for the other nodes")->capture_default_str();
   auto heartbeat_seconds = std::make_shared<double>(30.0);
   run->add_option("--heartbeat-timeout", *heartbeat_seconds, "Seconds without heartbeats after which a worker is hung")
-      ->capture_default_str()
-      ->each([options](const std::string& text) {
-        options->heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::stod(text) * 1000));
-      });
+      ->capture_default_str();
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
-  run->callback([&chosen, options, stop_timeout_seconds] {
-    options->stop_timeout = std::chrono::milliseconds(static_cast<long long>(*stop_timeout_seconds * 1000));
+  run->callback([&chosen, options, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds] {
+    auto milliseconds = [](double seconds) { return std::chrono::milliseconds(static_cast<long long>(seconds * 1000)); };
+    options->stop_timeout = milliseconds(*stop_timeout_seconds);
+    options->rdzv_timeout = milliseconds(*rdzv_seconds);
+    options->heartbeat_timeout = milliseconds(*heartbeat_seconds);
     chosen = [options] { return lockstep::launch::run_workers(*options); };
   });
 }

@@ -27,10 +27,6 @@ void validate(const LaunchOptions& options) {
   if (options.max_restarts > 0 && options.backend == "mpi") {
     throw ConfigError("--max-restarts cannot restart a job handed to mpirun; leave out --backend mpi");
   }
-  if (options.max_restarts > 0 && options.nnodes > 1) {
-    throw ConfigError("--max-restarts works on one node for now: restarting several nodes needs their "
-                      "launchers to agree on each restart, which lockstep run does not do yet");
-  }
   if (options.backend == "mpi" && options.nnodes > 1) {
     throw ConfigError(
         "--backend mpi runs on one node only; for several nodes use mpirun with a hostfile directly");

@@ -7,7 +7,7 @@
 #include "launch/agent_store.h"
 #include "launch/heartbeat_monitor.h"
 #include "launch/mpirun_command.h"
-#include "launch/node_registration.h"
+#include "launch/job_attempts.h"
 #include "launch/signal_inbox.h"
 #include "launch/worker_environment.h"
 #include "launch/worker_group.h"
@@ -38,43 +38,67 @@ int run_workers(const LaunchOptions& options) {
     store_port = store->port();
   }
 
-  register_node(options, store_port);
+  JobAttempts attempts(options, store_port);
   const std::vector<std::string> inherited = current_environment();
-  for (int restarts = 0;; ++restarts) {
+  std::vector<int> ranks;  // this node's
+  for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
+    ranks.push_back(options.node_rank * options.nproc_per_node + local_rank);
+  }
+  // A launcher started again after its node was lost joins the attempt in progress.
+  for (int attempt = attempts.current();; ++attempt) {
+    attempts.join(attempt);
     WorkerGroup workers(options.stop_timeout);
     for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
-      WorkerPlace place{options.node_rank * options.nproc_per_node + local_rank, local_rank};
+      WorkerPlace place{ranks[local_rank], local_rank};
       try {
         workers.add(place.rank, spawn_worker(options.command,
-                                             worker_environment(inherited, options, place, store_port, restarts)));
+                                             worker_environment(inherited, options, place, store_port, attempt)));
       } catch (const Error& error) {
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;
       }
     }
-    std::vector<int> ranks;
-    for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
-      ranks.push_back(options.node_rank * options.nproc_per_node + local_rank);
-    }
     try {
-      workers.watch(std::make_unique<HeartbeatMonitor>(master_addr_of(options), store_port, restarts, ranks,
+      workers.watch(std::make_unique<HeartbeatMonitor>(master_addr_of(options), store_port, attempt, ranks,
                                                        options.heartbeat_timeout));
     } catch (const std::exception& e) {
       report("cannot watch the workers' heartbeats (" + std::string(e.what()) + "); hung workers are left to "
              "their collectives' timeouts");
     }
+    // Without the store (node 0 gone, or just done) the workers' own collectives tell whether
+    // the job can go on; this launcher stops asking.
+    bool store_lost = false;
+    workers.stop_when([&]() -> std::optional<std::string> {
+      if (store_lost) return std::nullopt;
+      try {
+        return attempts.failed_elsewhere(attempt);
+      } catch (const std::exception&) {
+        store_lost = true;
+        return std::nullopt;
+      }
+    });
     const int status = workers.supervise(signals);
-    // Only a worker's failure is worth a restart: not success, a stop the launcher was
-    // asked for, or a program that cannot run at all.
+    if (status != 0 && store_lost) {
+      report("lost the job's store on node 0 (" + master_addr_of(options) + "): the job ends with it");
+      return status;
+    }
+    // Only a failure is worth a restart: not success, a stop the launcher was asked for, or a
+    // program that cannot run at all.
     if (status == 0 || !workers.failure() || status == kCannotRunStatus) return status;
-    if (restarts == options.max_restarts) {
+    try {
+      attempts.fail(attempt, *workers.failure());
+    } catch (const std::exception&) {
+      report("lost the job's store on node 0 (" + master_addr_of(options) + "): the job ends with it");
+      return status;
+    }
+    if (attempt == options.max_restarts) {
       if (options.max_restarts > 0) {
-        report("the job failed " + std::to_string(restarts + 1) + " times, which --max-restarts " +
+        report("the job failed " + std::to_string(attempt + 1) + " times, which --max-restarts " +
                std::to_string(options.max_restarts) + " allows no more; the last failure: " + *workers.failure());
       }
       return status;
     }
-    report("restart " + std::to_string(restarts + 1) + " of " + std::to_string(options.max_restarts) +
+    report("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) +
            ": starting every worker afresh after " + *workers.failure());
   }
 }

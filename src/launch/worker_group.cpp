@@ -14,8 +14,8 @@ namespace {
 // How long workers get to vanish after SIGKILL before the launcher stops waiting for them
 // (a process stuck in the kernel cannot be killed sooner).
 constexpr std::chrono::seconds kKillGrace{5};
-// How often heartbeats are read while the workers run.
-constexpr int kHeartbeatCheckMs = 500;
+// How often heartbeats and the other nodes are checked on while the workers run.
+constexpr int kWatchEveryMs = 500;
 
 void report(const std::string& line) {
   std::string text = "lockstep run: " + line + "\n";
@@ -94,7 +94,19 @@ void WorkerGroup::add(int rank, const WorkerProcess& process) {
 
 void WorkerGroup::watch(std::unique_ptr<HeartbeatMonitor> heartbeats) { heartbeats_ = std::move(heartbeats); }
 
-void WorkerGroup::check_heartbeats() {
+void WorkerGroup::stop_when(std::function<std::optional<std::string>()> elsewhere) {
+  elsewhere_ = std::move(elsewhere);
+}
+
+void WorkerGroup::check_watchers() {
+  if (elsewhere_) {
+    if (const auto cause = elsewhere_()) {
+      failure_ = *cause;
+      begin_stop(1, SIGTERM, *cause, /*cause_is_a_worker=*/false);
+      return;
+    }
+  }
+  if (!heartbeats_) return;
   std::optional<int> rank;
   try {
     rank = heartbeats_->hung();
@@ -133,8 +145,8 @@ int WorkerGroup::supervise(SignalInbox& signals) {
     if (deadline_) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - Clock::now());
       timeout_ms = static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
-    } else if (heartbeats_) {
-      timeout_ms = kHeartbeatCheckMs;
+    } else if (heartbeats_ || elsewhere_) {
+      timeout_ms = kWatchEveryMs;
     }
     poll(polled.data(), polled.size(), timeout_ms);
 
@@ -157,7 +169,7 @@ int WorkerGroup::supervise(SignalInbox& signals) {
         on_stop_signal(*signal);
       }
     }
-    if (heartbeats_ && !exit_status_) check_heartbeats();
+    if (!exit_status_) check_watchers();
     if (deadline_ && Clock::now() >= *deadline_ && !running_workers().empty()) {
       on_deadline();
     }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ class WorkerGroup {
 
   /// Treats a worker whose heartbeats stop as failed (exit status kHungStatus).
   void watch(std::unique_ptr<HeartbeatMonitor> heartbeats);
+  /// Asks `elsewhere` twice a second whether the job failed elsewhere (another node); when
+  /// it returns a cause, stops the workers as for a failure of one of them (exit status 1).
+  void stop_when(std::function<std::optional<std::string>()> elsewhere);
   /// The launcher's exit status when a worker hung, as timeout(1) uses.
   static constexpr int kHungStatus = 124;
 
@@ -59,7 +63,7 @@ class WorkerGroup {
   using Clock = std::chrono::steady_clock;
 
   void reap_exited_workers();
-  void check_heartbeats();
+  void check_watchers();
   void on_worker_ended(Worker& worker, int wait_status);
   void on_stop_signal(int signal);
   void begin_stop(int exit_status, int signal, const std::string& cause, bool cause_is_a_worker);
@@ -76,6 +80,7 @@ class WorkerGroup {
   bool stopped_by_signal_ = false;
   std::optional<std::string> failure_;
   std::unique_ptr<HeartbeatMonitor> heartbeats_;
+  std::function<std::optional<std::string>()> elsewhere_;
   bool every_worker_saved_its_state_ = true;  // each exited with EX_TEMPFAIL
 };
 

@@ -323,7 +323,12 @@ int loop_until_failure() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string scenario = argc > 1 ? argv[1] : "all";
+  std::string scenario = argc > 1 ? argv[1] : "all";
+  // A restarted job's workers check every collective; the first attempt's loop until a peer
+  // is lost, and fail then.
+  const char* attempt = std::getenv("LOCKSTEP_RESTART_COUNT");
+  const bool restarted = attempt != nullptr && std::atoi(attempt) > 0;
+  if (scenario == "loop-then-all") scenario = restarted ? "all" : "loop-and-fail";
   try {
     lockstep::init();
     if (scenario == "all") {
@@ -355,6 +360,9 @@ int main(int argc, char** argv) {
       std::cout << "rank " << r << ": large shared tensor reduced" << std::endl;
     } else if (scenario == "loop") {
       return loop_until_failure();  // no shutdown: its barrier would wait for the killed rank
+    } else if (scenario == "loop-and-fail") {
+      loop_until_failure();
+      return 1;
     } else if (scenario == "sigpipe") {
       std::raise(SIGPIPE);  // what a write to a socket whose peer died raises
       std::cout << "rank " << lockstep::rank() << " survived SIGPIPE" << std::endl;

@@ -46,19 +46,64 @@ TEST(NamespacedHosts, TwoHostsOfTwoWorkersGetExactCollectives) {
   }
 }
 
+// Either host's launcher: its workers die with it, the other host's collectives fail, and
+// that launcher ends the job. Losing host 0 loses the store, which the survivor says.
 TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout) {
   NetworkHosts hosts;
   if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
-  const std::string port = std::to_string(free_port());
-  auto first = launch_on(hosts, 0, port, "2", "loop", {"--heartbeat-timeout", "5"});
-  auto second = launch_on(hosts, 1, port, "2", "loop", {"--heartbeat-timeout", "5"});
-  std::this_thread::sleep_for(std::chrono::seconds(4));  // joined and reducing
-  ASSERT_FALSE(first->wait_for_exit(std::chrono::milliseconds(1))) << first->stdout_text() << first->stderr_text();
-  const auto killed = Clock::now();
-  kill(second->pid(), SIGKILL);  // the whole host's launcher; its workers die with it
-  ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text();
-  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(5)) << first->stderr_text();
-  EXPECT_NE(first->exit_code(), 0) << first->stderr_text();
+  for (const int lost : {1, 0}) {
+    const std::string port = std::to_string(free_port());
+    std::unique_ptr<ToolProcess> launchers[2] = {
+        launch_on(hosts, 0, port, "2", "loop-and-fail", {"--heartbeat-timeout", "5"}),
+        launch_on(hosts, 1, port, "2", "loop-and-fail", {"--heartbeat-timeout", "5"})};
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // joined and reducing
+    ToolProcess& survivor = *launchers[1 - lost];
+    ASSERT_TRUE(process_alive(survivor.pid())) << survivor.stdout_text() << survivor.stderr_text();
+    const auto killed = Clock::now();
+    kill(launchers[lost]->pid(), SIGKILL);  // the whole host's launcher; its workers die with it
+    ASSERT_TRUE(survivor.wait_for_exit(std::chrono::seconds(30))) << survivor.stderr_text();
+    EXPECT_LT(Clock::now() - killed, std::chrono::seconds(5)) << survivor.stderr_text();
+    EXPECT_EQ(survivor.exit_code(), 1) << "signal " << survivor.term_signal() << "\n" << survivor.stderr_text();  // its worker's status: no crash on the way out
+    if (lost == 0) {
+      EXPECT_TRUE(contains(survivor.stderr_text(), "lost the job's store on node 0 (" + hosts.address(0) +
+                                                       "): the job ends with it")) << survivor.stderr_text();
+    }
+  }
+}
+
+// With a restart left, the job stops on both hosts, waits for the lost one, and goes on
+// when its launcher is started again; without it coming back, it ends naming the node.
+TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
+  NetworkHosts hosts;
+  if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
+  for (const bool comes_back : {true, false}) {
+    const std::string port = std::to_string(free_port());
+    const std::vector<std::string> extra = {"--max-restarts", "1", "--rdzv-timeout", comes_back ? "60" : "3"};
+    auto first = launch_on(hosts, 0, port, "2", "loop-then-all", extra);
+    auto second = launch_on(hosts, 1, port, "2", "loop-then-all", extra);
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    kill(second->pid(), SIGKILL);
+    ASSERT_TRUE(second->wait_for_exit(std::chrono::seconds(5)));
+    if (comes_back) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      auto again = launch_on(hosts, 1, port, "2", "loop-then-all", extra);
+      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(120))) << first->stderr_text();
+      ASSERT_TRUE(again->wait_for_exit(std::chrono::seconds(30))) << again->stderr_text();
+      EXPECT_EQ(first->exit_code(), 0) << first->stdout_text() << first->stderr_text();
+      EXPECT_EQ(again->exit_code(), 0) << again->stdout_text() << again->stderr_text();
+      EXPECT_TRUE(contains(first->stderr_text(), "lockstep run: restart 1 of 1: ")) << first->stderr_text();
+      const std::string all = first->stdout_text() + again->stdout_text();
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_TRUE(contains(all, "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r % 2) +
+                                      " of 2, gloo, shm+gloo): all collectives correct")) << all;
+      }
+    } else {
+      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text();
+      EXPECT_NE(first->exit_code(), 0);
+      EXPECT_TRUE(contains(first->stderr_text(), "node 1 did not come back for restart 1 within 3 s (--rdzv-timeout)"))
+          << first->stderr_text();
+    }
+  }
 }
 
 TEST(NamespacedHosts, MismatchedWorkerCountsFailWithinTenSecondsNamingBoth) {

@@ -1,0 +1,152 @@
+#include "launch/job_attempts.h"
+
+#include <unistd.h>
+
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "lockstep/comm/error.h"
+
+namespace lockstep::launch {
+namespace {
+
+constexpr std::chrono::milliseconds kPollEvery{100};
+
+struct NodeRecord {
+  int nnodes = 0;
+  int nproc = 0;
+  std::string host;
+};
+
+std::string this_host() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+std::vector<uint8_t> bytes_of(const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); }
+std::string text_of(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+NodeRecord decode(const std::string& text) {
+  std::istringstream in(text);
+  NodeRecord record;
+  in >> record.nnodes >> record.nproc >> record.host;
+  return record;
+}
+
+std::string attempt_key(int attempt) { return "lockstep/attempt-" + std::to_string(attempt); }
+std::string node_key(int attempt, int node) { return attempt_key(attempt) + "/nodes/" + std::to_string(node); }
+
+std::string describe(int node, const NodeRecord& record) {
+  return "node " + std::to_string(node) + " (on " + record.host + ")";
+}
+
+std::string seconds(std::chrono::milliseconds duration) { return std::to_string(duration.count() / 1000) + " s"; }
+
+// Throws naming both values when `other` was started unlike this launcher.
+void check_alike(const LaunchOptions& options, int other_node, const NodeRecord& other) {
+  const std::string me = "this launcher, node " + std::to_string(options.node_rank) + ",";
+  if (other.nnodes != options.nnodes) {
+    throw ConfigError(me + " has --nnodes " + std::to_string(options.nnodes) + " but " + describe(other_node, other) +
+                      " has --nnodes " + std::to_string(other.nnodes) + "; every node needs the same --nnodes");
+  }
+  if (other.nproc != options.nproc_per_node) {
+    throw ConfigError(me + " has -n " + std::to_string(options.nproc_per_node) + " but " +
+                      describe(other_node, other) + " has -n " + std::to_string(other.nproc) +
+                      "; every node needs the same -n");
+  }
+}
+
+}  // namespace
+
+JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options_(options) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(store_port);
+  store_options.isServer = false;
+  store_options.waitWorkers = false;
+  store_options.timeout = options.rdzv_timeout;
+  const std::string addr = master_addr_of(options);
+  try {
+    store_ = std::make_unique<c10d::TCPStore>(addr, store_options);
+  } catch (const std::exception&) {
+    throw TimeoutError("cannot reach node 0's store at " + addr + ":" + std::to_string(store_port) + " within " +
+                       seconds(options.rdzv_timeout) + " (--rdzv-timeout); is node 0's launcher running, and "
+                       "--master-addr an address of it that this node can reach?");
+  }
+}
+
+// c10d's client crashes in its destructor once its server is gone (its callback thread reads
+// a dead socket): a lost store's client is left to the end of the process instead.
+JobAttempts::~JobAttempts() {
+  if (store_lost_) (void)store_.release();
+}
+
+template <typename Use>
+auto JobAttempts::with_store(Use use) {
+  try {
+    return use(*store_);
+  } catch (...) {
+    store_lost_ = true;
+    throw;
+  }
+}
+
+int JobAttempts::current() {
+  return with_store([](c10d::TCPStore& store) { return static_cast<int>(store.add("lockstep/attempt", 0)); });
+}
+
+void JobAttempts::join(int attempt) {
+  const std::string mine = node_key(attempt, options_.node_rank);
+  if (store_->add(mine + "/taken", 1) > 1) {
+    store_->wait({mine}, options_.rdzv_timeout);
+    throw ConfigError("--node-rank " + std::to_string(options_.node_rank) + " is already taken by " +
+                      describe(options_.node_rank, decode(text_of(store_->get(mine)))) +
+                      "; give every node its own --node-rank");
+  }
+  store_->set(mine, bytes_of(std::to_string(options_.nnodes) + " " + std::to_string(options_.nproc_per_node) + " " +
+                             this_host()));
+  const auto deadline = std::chrono::steady_clock::now() + options_.rdzv_timeout;
+  std::vector<bool> seen(options_.nnodes, false);
+  seen[options_.node_rank] = true;
+  for (int missing = options_.nnodes - 1; missing > 0;) {
+    for (int node = 0; node < options_.nnodes; ++node) {
+      if (seen[node] || !store_->check({node_key(attempt, node)})) continue;
+      check_alike(options_, node, decode(text_of(store_->get(node_key(attempt, node)))));
+      seen[node] = true;
+      --missing;
+    }
+    if (missing == 0) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string nodes;
+      for (int node = 0; node < options_.nnodes; ++node) {
+        if (!seen[node]) nodes += (nodes.empty() ? "" : ", ") + std::to_string(node);
+      }
+      throw TimeoutError(std::string(missing == 1 ? "node " : "nodes ") + nodes + (attempt == 0 ? " did not start" :
+                         " did not come back for restart " + std::to_string(attempt)) + " within " +
+                         seconds(options_.rdzv_timeout) + " (--rdzv-timeout)");
+    }
+    std::this_thread::sleep_for(kPollEvery);
+  }
+}
+
+void JobAttempts::fail(int attempt, const std::string& cause) {
+  with_store([&](c10d::TCPStore& store) {
+    if (store.add(attempt_key(attempt) + "/failures", 1) != 1) return;  // another node said it first
+    store.set(attempt_key(attempt) + "/failed",
+              bytes_of("node " + std::to_string(options_.node_rank) + " (on " + this_host() + "): " + cause));
+    store.add("lockstep/attempt", 1);
+  });
+}
+
+std::optional<std::string> JobAttempts::failed_elsewhere(int attempt) {
+  return with_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
+    const std::string key = attempt_key(attempt) + "/failed";
+    if (!store.check({key})) return std::nullopt;
+    return text_of(store.get(key));
+  });
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "launch/launch_options.h"
+
+namespace c10d {
+class TCPStore;
+}
+
+namespace lockstep::launch {
+
+/// What the launchers of one job agree on through its store (hosted by node 0's launcher):
+/// which attempt of the job runs, which nodes have joined it, and whether one of them saw it
+/// fail. Every launcher runs the same attempts; when any node's worker fails, every node
+/// stops its workers and, while --max-restarts allows, all start the next attempt together.
+/// A launcher that is started again after its node was lost joins the attempt in progress.
+///
+/// Losing node 0 loses the store, and with it the job: the others end, saying so.
+class JobAttempts {
+ public:
+  /// Connects to the store, waiting up to options.rdzv_timeout for it. Throws TimeoutError.
+  JobAttempts(const LaunchOptions& options, int store_port);
+  ~JobAttempts();
+
+  /// The attempt the job is in (0 at first).
+  int current();
+
+  /// Registers this node's rank, --nnodes and -n for `attempt`, and waits up to
+  /// options.rdzv_timeout until every node has. Launchers started inconsistently fail within
+  /// moments, with one line naming both values: two with one --node-rank, or different
+  /// --nnodes or -n (ConfigError). Nodes that never come are named (TimeoutError).
+  void join(int attempt);
+
+  /// Tells the other nodes that `attempt` failed because of `cause` (the first report counts).
+  void fail(int attempt, const std::string& cause);
+  /// Another node's report that `attempt` failed: "node 1 (on host): rank 3 (pid 42) ...".
+  std::optional<std::string> failed_elsewhere(int attempt);
+
+ private:
+  /// Runs `use` on the store; once the store cannot be reached, remembers it and rethrows.
+  template <typename Use>
+  auto with_store(Use use);
+
+  const LaunchOptions& options_;
+  std::unique_ptr<c10d::TCPStore> store_;
+  bool store_lost_ = false;
+};
+
+}  // namespace lockstep::launch
