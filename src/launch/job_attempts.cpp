@@ -141,6 +141,28 @@ void JobAttempts::fail(int attempt, const std::string& cause) {
   });
 }
 
+std::optional<std::string> JobAttempts::silent_node(int attempt, std::chrono::milliseconds timeout) {
+  return with_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
+    const auto now = std::chrono::steady_clock::now();
+    auto beat_key = [&](int node) { return attempt_key(attempt) + "/launcher-beats/" + std::to_string(node); };
+    store.add(beat_key(options_.node_rank), 1);
+    if (beats_.size() != static_cast<size_t>(options_.nnodes)) beats_.assign(options_.nnodes, Beats{-1, now});
+    for (int node = 0; node < options_.nnodes; ++node) {
+      if (node == options_.node_rank) continue;
+      const int64_t count = store.add(beat_key(node), 0);
+      if (count != beats_[node].count) {
+        beats_[node] = {count, now};
+      } else if (now - beats_[node].changed > timeout) {
+        const auto record = decode(text_of(store.get(node_key(attempt, node))));
+        beats_.clear();  // a new attempt starts counting afresh
+        return describe(node, record) + " stopped answering for " + seconds(timeout) +
+               ": its launcher is gone or cut off from node 0";
+      }
+    }
+    return std::nullopt;
+  });
+}
+
 std::optional<std::string> JobAttempts::failed_elsewhere(int attempt) {
   return with_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
     const std::string key = attempt_key(attempt) + "/failed";

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -39,6 +41,11 @@ class JobAttempts {
   /// Another node's report that `attempt` failed: "node 1 (on host): rank 3 (pid 42) ...".
   std::optional<std::string> failed_elsewhere(int attempt);
 
+  /// Beats for this node's launcher in `attempt` and checks the other launchers' beats: a
+  /// node whose launcher stopped beating for `timeout` (cut off, or its machine gone) is
+  /// named. Called about twice a second while the workers run.
+  std::optional<std::string> silent_node(int attempt, std::chrono::milliseconds timeout);
+
  private:
   /// Runs `use` on the store; once the store cannot be reached, remembers it and rethrows.
   template <typename Use>
@@ -47,6 +54,11 @@ class JobAttempts {
   const LaunchOptions& options_;
   std::unique_ptr<c10d::TCPStore> store_;
   bool store_lost_ = false;
+  struct Beats {
+    int64_t count = -1;
+    std::chrono::steady_clock::time_point changed;
+  };
+  std::vector<Beats> beats_;  // other launchers', per node
 };
 
 }  // namespace lockstep::launch

@@ -71,7 +71,8 @@ int run_workers(const LaunchOptions& options) {
     workers.stop_when([&]() -> std::optional<std::string> {
       if (store_lost) return std::nullopt;
       try {
-        return attempts.failed_elsewhere(attempt);
+        if (auto failed = attempts.failed_elsewhere(attempt)) return failed;
+        return attempts.silent_node(attempt, options.heartbeat_timeout);
       } catch (const std::exception&) {
         store_lost = true;
         return std::nullopt;

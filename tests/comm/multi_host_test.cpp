@@ -106,6 +106,27 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
   }
 }
 
+// A host cut off from the network, its processes still running: the other host's launcher
+// names it within the heartbeat timeout (its workers would wait for their collectives'
+// 60 s) and ends the job.
+TEST(NamespacedHosts, AHostCutOffIsNamedWithinTheHeartbeatTimeout) {
+  NetworkHosts hosts;
+  if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
+  const std::string port = std::to_string(free_port());
+  auto first = launch_on(hosts, 0, port, "2", "loop-and-fail", {"--heartbeat-timeout", "3"});
+  auto second = launch_on(hosts, 1, port, "2", "loop-and-fail", {"--heartbeat-timeout", "3"});
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  ASSERT_TRUE(process_alive(first->pid())) << first->stdout_text() << first->stderr_text();
+  const auto cut = Clock::now();
+  hosts.cut_off(1);
+  ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text();
+  EXPECT_LT(Clock::now() - cut, std::chrono::seconds(3 + 10)) << first->stderr_text();
+  EXPECT_NE(first->exit_code(), 0);
+  EXPECT_TRUE(contains(first->stderr_text(), "node 1 (on ")) << first->stderr_text();
+  EXPECT_TRUE(contains(first->stderr_text(), ") stopped answering for 3 s: its launcher is gone or cut off from node 0"))
+      << first->stderr_text();
+}
+
 TEST(NamespacedHosts, MismatchedWorkerCountsFailWithinTenSecondsNamingBoth) {
   NetworkHosts hosts;
   if (!hosts.available()) GTEST_SKIP() << hosts.why_not();

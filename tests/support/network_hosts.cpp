@@ -35,6 +35,8 @@ NetworkHosts::~NetworkHosts() {
   for (const auto& name : names_) run("ip netns del " + name);  // takes its end of the veth pair along
 }
 
+void NetworkHosts::cut_off(int host) const { run("ip -n " + names_[host] + " link set " + names_[host] + " down"); }
+
 std::string NetworkHosts::address(int host) const { return subnet_ + std::to_string(host + 1); }
 
 std::vector<std::string> NetworkHosts::on(int host, const std::vector<std::string>& command) const {

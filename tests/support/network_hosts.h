@@ -21,6 +21,8 @@ class NetworkHosts {
 
   /// Host 0's or host 1's address.
   std::string address(int host) const;
+  /// Takes host `host`'s end of the link down: it is cut off, its processes still running.
+  void cut_off(int host) const;
   /// `command` run inside host `host`'s namespace.
   std::vector<std::string> on(int host, const std::vector<std::string>& command) const;
 
