@@ -32,6 +32,7 @@ bench: build
 	$(BUILD)/bench/allreduce
 	$(BUILD)/bench/data_loader
 	$(BUILD)/bench/ddp_cnn
+	$(BUILD)/bench/recovery
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-tsan
