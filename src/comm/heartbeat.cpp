@@ -22,6 +22,8 @@ Heartbeat::~Heartbeat() {
   }
   stop_.notify_all();
   thread_.join();
+  // c10d's client crashes in its destructor once its server is gone: leave it to the exit.
+  if (store_lost_) (void)store_.release();
 }
 
 void Heartbeat::beat() {
@@ -30,6 +32,7 @@ void Heartbeat::beat() {
     try {
       store_->add(key_, 1);
     } catch (const std::exception&) {
+      store_lost_ = true;
       return;  // the store is gone (the launcher ended): nobody is listening any more
     }
   }

@@ -38,6 +38,7 @@ class Heartbeat {
   std::mutex mutex_;
   std::condition_variable stop_;
   bool stopping_ = false;
+  bool store_lost_ = false;
   std::thread thread_;
 };
 
