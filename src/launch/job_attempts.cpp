@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -60,17 +62,71 @@ void check_alike(const LaunchOptions& options, int other_node, const NodeRecord&
   }
 }
 
+std::string beats_key(int node) { return "lockstep/launchers/" + std::to_string(node) + "/beats"; }
+std::string ended_key(int node) { return "lockstep/launchers/" + std::to_string(node) + "/ended"; }
+
+c10d::TCPStoreOptions client_options(int port, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  return options;
+}
+
 }  // namespace
 
+// This launcher's beats, from a thread and store connection of their own so that they go on
+// whatever the launcher waits for; on a clean end it says so, so that it is not taken for lost.
+class LauncherBeat {
+ public:
+  LauncherBeat(const std::string& host, int port, int node)
+      : store_(std::make_unique<c10d::TCPStore>(host, client_options(port, std::chrono::seconds(10)))), node_(node) {
+    store_->add(beats_key(node_), 1);
+    thread_ = std::thread([this] { beat(); });
+  }
+  ~LauncherBeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    stop_.notify_all();
+    thread_.join();
+    try {
+      if (!lost_) store_->set(ended_key(node_), bytes_of("1"));
+    } catch (const std::exception&) {
+      lost_ = true;
+    }
+    if (lost_) (void)store_.release();  // c10d's client crashes in its destructor once its server is gone
+  }
+
+ private:
+  void beat() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stopping_; })) {
+      try {
+        store_->add(beats_key(node_), 1);
+      } catch (const std::exception&) {
+        lost_ = true;
+        return;
+      }
+    }
+  }
+
+  std::unique_ptr<c10d::TCPStore> store_;
+  int node_;
+  std::mutex mutex_;
+  std::condition_variable stop_;
+  bool stopping_ = false;
+  bool lost_ = false;
+  std::thread thread_;
+};
+
 JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options_(options) {
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(store_port);
-  store_options.isServer = false;
-  store_options.waitWorkers = false;
-  store_options.timeout = options.rdzv_timeout;
   const std::string addr = master_addr_of(options);
   try {
-    store_ = std::make_unique<c10d::TCPStore>(addr, store_options);
+    store_ = std::make_unique<c10d::TCPStore>(addr, client_options(store_port, options.rdzv_timeout));
+    beat_ = std::make_unique<LauncherBeat>(addr, store_port, options.node_rank);
   } catch (const std::exception&) {
     throw TimeoutError("cannot reach node 0's store at " + addr + ":" + std::to_string(store_port) + " within " +
                        seconds(options.rdzv_timeout) + " (--rdzv-timeout); is node 0's launcher running, and "
@@ -81,6 +137,7 @@ JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options
 // c10d's client crashes in its destructor once its server is gone (its callback thread reads
 // a dead socket): a lost store's client is left to the end of the process instead.
 JobAttempts::~JobAttempts() {
+  beat_.reset();
   if (store_lost_) (void)store_.release();
 }
 
@@ -144,22 +201,35 @@ void JobAttempts::fail(int attempt, const std::string& cause) {
 std::optional<std::string> JobAttempts::silent_node(int attempt, std::chrono::milliseconds timeout) {
   return with_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
     const auto now = std::chrono::steady_clock::now();
-    auto beat_key = [&](int node) { return attempt_key(attempt) + "/launcher-beats/" + std::to_string(node); };
-    store.add(beat_key(options_.node_rank), 1);
     if (beats_.size() != static_cast<size_t>(options_.nnodes)) beats_.assign(options_.nnodes, Beats{-1, now});
     for (int node = 0; node < options_.nnodes; ++node) {
-      if (node == options_.node_rank) continue;
-      const int64_t count = store.add(beat_key(node), 0);
+      if (node == options_.node_rank || store.check({ended_key(node)})) continue;
+      const int64_t count = store.add(beats_key(node), 0);
       if (count != beats_[node].count) {
         beats_[node] = {count, now};
       } else if (now - beats_[node].changed > timeout) {
-        const auto record = decode(text_of(store.get(node_key(attempt, node))));
-        beats_.clear();  // a new attempt starts counting afresh
-        return describe(node, record) + " stopped answering for " + seconds(timeout) +
-               ": its launcher is gone or cut off from node 0";
+        beats_.clear();
+        return describe(node, decode(text_of(store.get(node_key(attempt, node))))) + " stopped answering for " +
+               seconds(timeout) + ": its launcher is gone or cut off from node 0";
       }
     }
     return std::nullopt;
+  });
+}
+
+std::string JobAttempts::lost_nodes(int attempt, std::chrono::milliseconds wait) {
+  return with_store([&](c10d::TCPStore& store) {
+    std::vector<int64_t> before(options_.nnodes);
+    for (int node = 0; node < options_.nnodes; ++node) before[node] = store.add(beats_key(node), 0);
+    std::this_thread::sleep_for(wait);
+    std::string lost;
+    for (int node = 0; node < options_.nnodes; ++node) {
+      if (node == options_.node_rank || store.check({ended_key(node)})) continue;
+      if (store.add(beats_key(node), 0) != before[node]) continue;
+      lost += (lost.empty() ? "" : "; ") + describe(node, decode(text_of(store.get(node_key(attempt, node))))) +
+              " is lost: its launcher stopped answering";
+    }
+    return lost;
   });
 }
 

@@ -14,6 +14,8 @@ class TCPStore;
 
 namespace lockstep::launch {
 
+class LauncherBeat;
+
 /// What the launchers of one job agree on through its store (hosted by node 0's launcher):
 /// which attempt of the job runs, which nodes have joined it, and whether one of them saw it
 /// fail. Every launcher runs the same attempts; when any node's worker fails, every node
@@ -41,10 +43,12 @@ class JobAttempts {
   /// Another node's report that `attempt` failed: "node 1 (on host): rank 3 (pid 42) ...".
   std::optional<std::string> failed_elsewhere(int attempt);
 
-  /// Beats for this node's launcher in `attempt` and checks the other launchers' beats: a
-  /// node whose launcher stopped beating for `timeout` (cut off, or its machine gone) is
-  /// named. Called about twice a second while the workers run.
+  /// A node whose launcher has not beaten for `timeout` (cut off, or its machine gone) and
+  /// did not end on its own. Called about twice a second while the workers run.
   std::optional<std::string> silent_node(int attempt, std::chrono::milliseconds timeout);
+  /// The nodes whose launchers do not beat over the next `wait` and did not end on their own:
+  /// "node 1 (on host-b) is lost: ...", or "" (what a worker failure may have come from).
+  std::string lost_nodes(int attempt, std::chrono::milliseconds wait);
 
  private:
   /// Runs `use` on the store; once the store cannot be reached, remembers it and rethrows.
@@ -54,6 +58,7 @@ class JobAttempts {
   const LaunchOptions& options_;
   std::unique_ptr<c10d::TCPStore> store_;
   bool store_lost_ = false;
+  std::unique_ptr<LauncherBeat> beat_;  // this launcher's, for the others to watch
   struct Beats {
     int64_t count = -1;
     std::chrono::steady_clock::time_point changed;

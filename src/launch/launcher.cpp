@@ -20,6 +20,9 @@ namespace {
 // Shell convention for a command that could not be executed.
 constexpr int kCannotRunStatus = 127;
 
+// How long the other launchers get to show they still beat, after a worker failed.
+constexpr std::chrono::seconds kLostAfter{2};
+
 void report(const std::string& line) { std::cerr << "lockstep run: " << line << std::endl; }
 
 }  // namespace
@@ -86,8 +89,19 @@ int run_workers(const LaunchOptions& options) {
     // Only a failure is worth a restart: not success, a stop the launcher was asked for, or a
     // program that cannot run at all.
     if (status == 0 || !workers.failure() || status == kCannotRunStatus) return status;
+    std::string failure = *workers.failure();
     try {
-      attempts.fail(attempt, *workers.failure());
+      // First, so that a launcher started again meanwhile joins the next attempt.
+      attempts.fail(attempt, failure);
+      if (options.nnodes > 1) {
+        // A worker whose peers vanished says only that a connection closed: name the node,
+        // when its launcher is gone too.
+        const std::string lost = attempts.lost_nodes(attempt, kLostAfter);
+        if (!lost.empty()) {
+          failure += "; " + lost;
+          report(lost);
+        }
+      }
     } catch (const std::exception&) {
       report("lost the job's store on node 0 (" + master_addr_of(options) + "): the job ends with it");
       return status;
@@ -95,12 +109,12 @@ int run_workers(const LaunchOptions& options) {
     if (attempt == options.max_restarts) {
       if (options.max_restarts > 0) {
         report("the job failed " + std::to_string(attempt + 1) + " times, which --max-restarts " +
-               std::to_string(options.max_restarts) + " allows no more; the last failure: " + *workers.failure());
+               std::to_string(options.max_restarts) + " allows no more; the last failure: " + failure);
       }
       return status;
     }
     report("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) +
-           ": starting every worker afresh after " + *workers.failure());
+           ": starting every worker afresh after " + failure);
   }
 }
 

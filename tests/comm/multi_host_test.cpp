@@ -47,7 +47,8 @@ TEST(NamespacedHosts, TwoHostsOfTwoWorkersGetExactCollectives) {
 }
 
 // Either host's launcher: its workers die with it, the other host's collectives fail, and
-// that launcher ends the job. Losing host 0 loses the store, which the survivor says.
+// that launcher ends the job, naming the lost node. Losing host 0 loses the store, which the
+// survivor says.
 TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout) {
   NetworkHosts hosts;
   if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
@@ -67,6 +68,9 @@ TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout
     if (lost == 0) {
       EXPECT_TRUE(contains(survivor.stderr_text(), "lost the job's store on node 0 (" + hosts.address(0) +
                                                        "): the job ends with it")) << survivor.stderr_text();
+    } else {
+      EXPECT_TRUE(contains(survivor.stderr_text(), "lockstep run: node 1 (on ")) << survivor.stderr_text();
+      EXPECT_TRUE(contains(survivor.stderr_text(), ") is lost: its launcher stopped answering")) << survivor.stderr_text();
     }
   }
 }
