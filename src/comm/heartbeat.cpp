@@ -22,8 +22,9 @@ Heartbeat::~Heartbeat() {
   }
   stop_.notify_all();
   thread_.join();
-  // c10d's client crashes in its destructor once its server is gone: leave it to the exit.
-  if (store_lost_) (void)store_.release();
+  // c10d's client can end the process from its destructor when its server (the launcher)
+  // has gone, which this worker cannot know beforehand: one client per init() is left.
+  (void)store_.release();
 }
 
 void Heartbeat::beat() {
@@ -32,7 +33,6 @@ void Heartbeat::beat() {
     try {
       store_->add(key_, 1);
     } catch (const std::exception&) {
-      store_lost_ = true;
       return;  // the store is gone (the launcher ended): nobody is listening any more
     }
   }

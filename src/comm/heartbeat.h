@@ -38,7 +38,6 @@ class Heartbeat {
   std::mutex mutex_;
   std::condition_variable stop_;
   bool stopping_ = false;
-  bool store_lost_ = false;
   std::thread thread_;
 };
 

@@ -17,22 +17,14 @@ HeartbeatMonitor::HeartbeatMonitor(const std::string& host, int port, int restar
   store_ = std::make_unique<c10d::TCPStore>(host, options);
 }
 
-// c10d's client crashes in its destructor once its server is gone (its callback thread reads
-// a dead socket): a lost store's client is left to the end of the process instead.
-HeartbeatMonitor::~HeartbeatMonitor() {
-  if (store_lost_) (void)store_.release();
-}
+// c10d's client can end the process from its destructor when its server has gone (node 0
+// ended, which this launcher cannot know beforehand): it is left to the end of the process.
+HeartbeatMonitor::~HeartbeatMonitor() { (void)store_.release(); }
 
 std::optional<int> HeartbeatMonitor::hung() {
   const auto now = Clock::now();
   for (int rank : ranks_) {
-    int64_t count = 0;
-    try {
-      count = store_->add(heartbeat_key(restart_count_, rank), 0);  // reads it
-    } catch (...) {
-      store_lost_ = true;
-      throw;
-    }
+    const int64_t count = store_->add(heartbeat_key(restart_count_, rank), 0);  // reads it
     Seen& seen = seen_[rank];
     if (count != seen.count) {
       seen = {count, now};

@@ -40,7 +40,6 @@ class HeartbeatMonitor {
   std::vector<int> ranks_;
   std::chrono::milliseconds timeout_;
   std::map<int, Seen> seen_;
-  bool store_lost_ = false;
 };
 
 }  // namespace lockstep::launch

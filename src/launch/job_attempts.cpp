@@ -16,6 +16,10 @@ namespace lockstep::launch {
 namespace {
 
 constexpr std::chrono::milliseconds kPollEvery{100};
+// How long node 0 keeps the store up for launchers that have not ended, and after how long
+// without beats one counts as gone.
+constexpr std::chrono::seconds kStoreLingers{10};
+constexpr std::chrono::milliseconds kSilentAfter{1500};
 
 struct NodeRecord {
   int nnodes = 0;
@@ -95,9 +99,8 @@ class LauncherBeat {
     try {
       if (!lost_) store_->set(ended_key(node_), bytes_of("1"));
     } catch (const std::exception&) {
-      lost_ = true;
     }
-    if (lost_) (void)store_.release();  // c10d's client crashes in its destructor once its server is gone
+    (void)store_.release();  // left to the end of the process, as JobAttempts' own
   }
 
  private:
@@ -134,25 +137,41 @@ JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options
   }
 }
 
-// c10d's client crashes in its destructor once its server is gone (its callback thread reads
-// a dead socket): a lost store's client is left to the end of the process instead.
+// c10d's client can end the process from its destructor when its server has gone (node 0
+// ended, which this launcher cannot know beforehand), so the clients are left to the end
+// of the process.
 JobAttempts::~JobAttempts() {
   beat_.reset();
-  if (store_lost_) (void)store_.release();
+  if (options_.node_rank == 0) keep_the_store_until_the_others_end();
+  (void)store_.release();
 }
 
-template <typename Use>
-auto JobAttempts::with_store(Use use) {
+// Node 0's launcher hosts the store: ending while another launcher still talks to it would
+// end that one too (c10d aborts on a connection broken mid-call). So it waits, at most
+// kStoreLingers, until each other launcher has said it ended or stopped beating.
+void JobAttempts::keep_the_store_until_the_others_end() {
+  const auto deadline = std::chrono::steady_clock::now() + kStoreLingers;
+  std::vector<int64_t> last(options_.nnodes, -1);
+  std::vector<std::chrono::steady_clock::time_point> changed(options_.nnodes, std::chrono::steady_clock::now());
   try {
-    return use(*store_);
-  } catch (...) {
-    store_lost_ = true;
-    throw;
+    for (;;) {
+      bool waiting = false;
+      const auto now = std::chrono::steady_clock::now();
+      for (int node = 1; node < options_.nnodes; ++node) {
+        if (store_->check({ended_key(node)})) continue;
+        const int64_t beats = store_->add(beats_key(node), 0);
+        if (beats != last[node]) last[node] = beats, changed[node] = now;
+        if (now - changed[node] < kSilentAfter) waiting = true;
+      }
+      if (!waiting || now >= deadline) return;
+      std::this_thread::sleep_for(kPollEvery);
+    }
+  } catch (const std::exception&) {
   }
 }
 
 int JobAttempts::current() {
-  return with_store([](c10d::TCPStore& store) { return static_cast<int>(store.add("lockstep/attempt", 0)); });
+  return use_store([](c10d::TCPStore& store) { return static_cast<int>(store.add("lockstep/attempt", 0)); });
 }
 
 void JobAttempts::join(int attempt) {
@@ -190,7 +209,7 @@ void JobAttempts::join(int attempt) {
 }
 
 void JobAttempts::fail(int attempt, const std::string& cause) {
-  with_store([&](c10d::TCPStore& store) {
+  use_store([&](c10d::TCPStore& store) {
     if (store.add(attempt_key(attempt) + "/failures", 1) != 1) return;  // another node said it first
     store.set(attempt_key(attempt) + "/failed",
               bytes_of("node " + std::to_string(options_.node_rank) + " (on " + this_host() + "): " + cause));
@@ -199,7 +218,7 @@ void JobAttempts::fail(int attempt, const std::string& cause) {
 }
 
 std::optional<std::string> JobAttempts::silent_node(int attempt, std::chrono::milliseconds timeout) {
-  return with_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
+  return use_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
     const auto now = std::chrono::steady_clock::now();
     if (beats_.size() != static_cast<size_t>(options_.nnodes)) beats_.assign(options_.nnodes, Beats{-1, now});
     for (int node = 0; node < options_.nnodes; ++node) {
@@ -218,7 +237,7 @@ std::optional<std::string> JobAttempts::silent_node(int attempt, std::chrono::mi
 }
 
 std::string JobAttempts::lost_nodes(int attempt, std::chrono::milliseconds wait) {
-  return with_store([&](c10d::TCPStore& store) {
+  return use_store([&](c10d::TCPStore& store) {
     std::vector<int64_t> before(options_.nnodes);
     for (int node = 0; node < options_.nnodes; ++node) before[node] = store.add(beats_key(node), 0);
     std::this_thread::sleep_for(wait);
@@ -234,7 +253,7 @@ std::string JobAttempts::lost_nodes(int attempt, std::chrono::milliseconds wait)
 }
 
 std::optional<std::string> JobAttempts::failed_elsewhere(int attempt) {
-  return with_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
+  return use_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
     const std::string key = attempt_key(attempt) + "/failed";
     if (!store.check({key})) return std::nullopt;
     return text_of(store.get(key));

@@ -51,13 +51,13 @@ class JobAttempts {
   std::string lost_nodes(int attempt, std::chrono::milliseconds wait);
 
  private:
-  /// Runs `use` on the store; once the store cannot be reached, remembers it and rethrows.
+  void keep_the_store_until_the_others_end();
+  /// Runs `use` on the store (what lambdas below take as `store`).
   template <typename Use>
-  auto with_store(Use use);
+  auto use_store(Use use) { return use(*store_); }
 
   const LaunchOptions& options_;
   std::unique_ptr<c10d::TCPStore> store_;
-  bool store_lost_ = false;
   std::unique_ptr<LauncherBeat> beat_;  // this launcher's, for the others to watch
   struct Beats {
     int64_t count = -1;
