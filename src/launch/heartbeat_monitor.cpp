@@ -1,6 +1,6 @@
 #include "launch/heartbeat_monitor.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include "launch/store_client.h"
 
 #include "comm/heartbeat.h"
 
@@ -9,12 +9,7 @@ namespace lockstep::launch {
 HeartbeatMonitor::HeartbeatMonitor(const std::string& host, int port, int restart_count, std::vector<int> ranks,
                                    std::chrono::milliseconds timeout)
     : restart_count_(restart_count), ranks_(std::move(ranks)), timeout_(timeout) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
-  options.isServer = false;
-  options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(10);
-  store_ = std::make_unique<c10d::TCPStore>(host, options);
+  store_ = connect_store_client(host, port, std::chrono::seconds(10));
 }
 
 // c10d's client can end the process from its destructor when its server has gone (node 0

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include "launch/store_client.h"
 
 #include "lockstep/comm/error.h"
 
@@ -69,15 +69,6 @@ void check_alike(const LaunchOptions& options, int other_node, const NodeRecord&
 std::string beats_key(int node) { return "lockstep/launchers/" + std::to_string(node) + "/beats"; }
 std::string ended_key(int node) { return "lockstep/launchers/" + std::to_string(node) + "/ended"; }
 
-c10d::TCPStoreOptions client_options(int port, std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
-  options.isServer = false;
-  options.waitWorkers = false;
-  options.timeout = timeout;
-  return options;
-}
-
 }  // namespace
 
 // This launcher's beats, from a thread and store connection of their own so that they go on
@@ -85,7 +76,7 @@ c10d::TCPStoreOptions client_options(int port, std::chrono::milliseconds timeout
 class LauncherBeat {
  public:
   LauncherBeat(const std::string& host, int port, int node)
-      : store_(std::make_unique<c10d::TCPStore>(host, client_options(port, std::chrono::seconds(10)))), node_(node) {
+      : store_(connect_store_client(host, port, std::chrono::seconds(10))), node_(node) {
     store_->add(beats_key(node_), 1);
     thread_ = std::thread([this] { beat(); });
   }
@@ -128,7 +119,7 @@ class LauncherBeat {
 JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options_(options) {
   const std::string addr = master_addr_of(options);
   try {
-    store_ = std::make_unique<c10d::TCPStore>(addr, client_options(store_port, options.rdzv_timeout));
+    store_ = connect_store_client(addr, store_port, options.rdzv_timeout);
     beat_ = std::make_unique<LauncherBeat>(addr, store_port, options.node_rank);
   } catch (const std::exception&) {
     throw TimeoutError("cannot reach node 0's store at " + addr + ":" + std::to_string(store_port) + " within " +
