@@ -33,7 +33,7 @@ void add_datasets_command(CLI::App& app, Action& chosen) {
   CLI::App* command = app.add_subcommand("datasets", "List the registry's datasets and whether each is readable");
   auto choice = std::make_shared<RegistryChoice>();
   choice->add_to(*command);
-  command->callback([&chosen, choice] { chosen = [choice] { return list_datasets(choice->load()); }; });
+  command->callback([&chosen, choice] { chosen = [choice] { return list_datasets(choice->load("")); }; });
 }
 
 void add_data_command(CLI::App& app, Action& chosen) {
@@ -53,7 +53,7 @@ void add_data_command(CLI::App& app, Action& chosen) {
   choice->add_to(*command);
   command->callback([=, &chosen] {
     chosen = [=] {
-      const Registry registry = choice->load();
+      const Registry registry = choice->load(*name);
       const auto& entry = registry.at(*name);
       const auto train = data::open_dataset(entry, "train");
       const auto val = data::open_dataset(entry, data::held_out_split(entry));

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "data_commands.h"
+#include "export_command.h"
 #include "plot_command.h"
 #include "train_command.h"
 #include "launch/launcher.h"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   lockstep::tools::add_data_command(app, chosen);
   lockstep::tools::add_train_command(app, chosen);
   lockstep::tools::add_plot_command(app, chosen);
+  lockstep::tools::add_export_command(app, chosen);
 
   try {
     app.parse(argc, argv);

@@ -13,11 +13,12 @@ namespace lockstep::tools {
 // on every command that names datasets.
 struct RegistryChoice {
   std::string file;                         // --data-toml; empty: $LOCKSTEP_DATA_TOML or the built-in one
-  std::vector<std::string> path_overrides;  // --data-path NAME=DIR
+  std::vector<std::string> path_overrides;  // --data-path NAME=DIR, or DIR for the chosen dataset
 
   void add_to(CLI::App& command);
-  // The registry, with $LOCKSTEP_DATA_PATH_<NAME> and then --data-path applied.
-  data::Registry load() const;
+  // The registry, with $LOCKSTEP_DATA_PATH_<NAME> and then --data-path applied; a DIR with
+  // no NAME= is `chosen`'s path (a command that names no one dataset passes "").
+  data::Registry load(const std::string& chosen) const;
   // The same choice as flags, for workers started with it.
   std::vector<std::string> as_arguments() const;
 };

@@ -107,11 +107,13 @@ void add_train_command(CLI::App& app, Action& chosen) {
       if (job->max_restarts > 0 && job->mode_option->count() == 0) job->mode = "processes";
       // A restarted attempt goes on from the newest checkpoint of the run it restarts.
       if (inside_a_launch() && restart_count() > 0) job->resume = true;
+      job->resolve_defaults();
       job->check();
       if (inside_a_launch()) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.
       if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
       if (job->mode == "threads") return run_train_replicas(*job);
+      job->check_before_launch();
       return launch_workers(*job, job->as_arguments());
     };
   });

@@ -6,18 +6,23 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <tuple>
 
 #include <ATen/Parallel.h>
 #include <iostream>
 
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <torch/csrc/jit/python/update_graph_executor_opt.h>
 
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
 #include "lockstep/data/registry.h"
 #include "lockstep/data/transforms.h"
+#include "lockstep/ddp/scripted_module.h"
 #include "lockstep/train/models.h"
 #include "lockstep/train/trainer.h"
 
@@ -75,17 +80,24 @@ std::string percent(double fraction) {
 
 void TrainJob::add_options(CLI::App& command) {
   command.add_option("--dataset", dataset, "Registry name of the dataset")->capture_default_str();
-  command.add_option("--model", model, "mlp, cnn, resnet18, resnet34 or resnet50")->capture_default_str();
+  command.add_option("--model", model, "mlp, cnn, resnet18, resnet34, resnet50, or a TorchScript file (FILE.pt)")
+      ->capture_default_str();
   workers_option = command.add_option("-n,--workers", workers, "Workers on this machine")->capture_default_str();
   mode_option = command.add_option("--mode", mode, "threads (replicas in one process) or processes (one per worker)")
                     ->check(CLI::IsMember({"threads", "processes"}))
                     ->capture_default_str();
   command.add_option("--epochs", epochs, "Epochs")->capture_default_str();
   command.add_option("--batch-size", batch_size, "Examples per batch and worker")->capture_default_str();
-  command.add_option("--lr", lr, "Base learning rate (SGD)")->capture_default_str();
+  command.add_option("--optimizer", optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
+  lr_option = command.add_option("--lr", lr, "Base learning rate (default: 0.05 for sgd, 0.001 for adam and adamw)");
   command.add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
-  command.add_option("--weight-decay", weight_decay, "SGD weight decay")->capture_default_str();
-  command.add_option("--schedule", schedule, "constant, step or cosine")->capture_default_str();
+  weight_decay_option = command.add_option("--weight-decay", weight_decay,
+                                           "Weight decay (default: 5e-4 for sgd, 0 for adam, 0.01 for adamw)");
+  command.add_option("--schedule", schedule, "constant, step or cosine")
+      ->check(CLI::IsMember({"constant", "step", "cosine"}))
+      ->capture_default_str();
   command.add_option("--warmup-steps", warmup_steps, "Linear warm-up steps")->capture_default_str();
   command.add_option("--clip-grad-norm", clip_grad_norm, "Clip gradients to this global norm (0: off)");
   command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
@@ -110,6 +122,21 @@ void TrainJob::add_options(CLI::App& command) {
   datasets.add_to(command);
 }
 
+void TrainJob::resolve_defaults() {
+  const bool sgd = optimizer == "sgd";
+  if (lr_option == nullptr || lr_option->count() == 0) lr = sgd ? 0.05 : 1e-3;
+  if (weight_decay_option == nullptr || weight_decay_option->count() == 0) {
+    weight_decay = sgd ? 5e-4 : optimizer == "adamw" ? 0.01 : 0;
+  }
+}
+
+bool TrainJob::scripted_model() const {
+  const fs::path path(model);
+  return path.extension() == ".pt" || path.extension() == ".pth" || model.find('/') != std::string::npos;
+}
+
+std::string TrainJob::model_label() const { return scripted_model() ? fs::path(model).stem().string() : model; }
+
 void TrainJob::check() const {
   if (workers < 1) throw ConfigError("-n must be at least 1, got " + std::to_string(workers));
   if (epochs < 1) throw ConfigError("--epochs must be at least 1, got " + std::to_string(epochs));
@@ -122,21 +149,36 @@ void TrainJob::check() const {
     throw ConfigError("--max-restarts restarts worker processes, but --mode threads runs the workers inside this "
                       "one; leave out --mode threads");
   }
+  if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + exact(weight_decay));
+  check_model();
+  check_out();
+}
+
+void TrainJob::check_model() const {
+  if (scripted_model()) {
+    if (!fs::is_regular_file(model) || !std::ifstream(model)) throw ConfigError("--model " + model + ": no such readable file");
+    return;
+  }
   const auto& names = train::model_names();
   if (std::find(names.begin(), names.end(), model) == names.end()) {
     std::string known;
     for (const auto& name : names) known += (known.empty() ? "" : ", ") + name;
-    throw ConfigError("--model " + model + " is unknown (known: " + known + ")");
+    throw ConfigError("--model " + model + " is unknown (known: " + known + ", or a TorchScript file FILE.pt)");
   }
+}
+
+void TrainJob::check_out() const {
   if (!out.empty() && !resume && fs::exists(fs::path(out) / "checkpoints")) {
     throw ConfigError(out + " already holds a run's checkpoints; add --resume to continue it, or choose another --out");
   }
 }
 
-std::string TrainJob::default_out(const std::string& stamp) const { return "runs/" + dataset + "-" + model + "-" + stamp; }
+std::string TrainJob::default_out(const std::string& stamp) const {
+  return "runs/" + dataset + "-" + model_label() + "-" + stamp;
+}
 
 std::string TrainJob::newest_run() const {
-  const std::string prefix = dataset + "-" + model + "-";
+  const std::string prefix = dataset + "-" + model_label() + "-";
   std::string newest;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator("runs", error)) {
@@ -150,6 +192,7 @@ std::string TrainJob::newest_run() const {
 std::vector<std::string> TrainJob::as_arguments() const {
   std::vector<std::string> a = {"--dataset", dataset, "--model", model, "--workers", std::to_string(workers),
                                 "--mode", mode,
+                                "--optimizer", optimizer,
                                 "--epochs", std::to_string(epochs), "--batch-size", std::to_string(batch_size),
                                 "--lr", exact(lr), "--momentum", exact(momentum),
                                 "--weight-decay", exact(weight_decay), "--schedule", schedule,
@@ -180,7 +223,7 @@ struct JobData {
 };
 
 JobData open_job_data(const TrainJob& job) {
-  const data::Registry registry = job.datasets.load();
+  const data::Registry registry = job.datasets.load(job.dataset);
   const auto& entry = registry.at(job.dataset);
   JobData d;
   d.val_split = !job.val_split.empty() ? job.val_split : data::held_out_split(entry);
@@ -203,8 +246,21 @@ void report_timing(const char* phase) {
             << std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() << " ns" << std::endl;
 }
 
-// One worker's training, in the default group (a process's or a replica's); the exit status.
-int train_worker(const TrainJob& job, const JobData& d) {
+// A worker's model and how to run it forward.
+struct JobModel {
+  std::shared_ptr<torch::nn::Module> module;
+  train::Forward forward;
+};
+
+JobModel make_job_model(const TrainJob& job, const JobData& d) {
+  if (job.scripted_model()) {
+    // The executor's optimizations swap in their own derivative formulas after the first
+    // runs, so a resumed run would step differently from one that never stopped. Unoptimized,
+    // a scripted model computes with libtorch's own kernels and autograd, as a built-in one does.
+    torch::jit::setGraphExecutorOptimize(false);
+    auto scripted = load_scripted_module(job.model);
+    return {scripted.ptr(), [scripted](const torch::Tensor& input) mutable { return scripted->forward(input); }};
+  }
   torch::nn::Sequential model;
   // Replicas draw the initialisation from their own stream, as processes do from theirs.
   with_replica_generator([&] {
@@ -214,8 +270,56 @@ int train_worker(const TrainJob& job, const JobData& d) {
                                              .num_classes(d.train_set->num_classes())
                                              .image_size(d.image_size));
   });
-  auto optimizer = std::make_shared<torch::optim::SGD>(
-      model->parameters(), torch::optim::SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
+  return {model.ptr(), [model](const torch::Tensor& input) mutable { return model->forward(input); }};
+}
+
+// A scripted model must map a batch of the dataset's images to one logit per class.
+void check_model_fits(const TrainJob& job, const JobData& d) {
+  if (!job.scripted_model()) return;  // built-in models are made for the data's shape
+  auto model = make_job_model(job, d);
+  model.module->eval();
+  data::Random random(job.seed);
+  const auto input = d.val_transform(d.train_set->get(0).image, random).unsqueeze(0);
+  torch::Tensor output;
+  try {
+    torch::NoGradGuard no_grad;
+    output = model.forward(input);
+  } catch (const c10::Error& error) {
+    std::string reason = error.what_without_backtrace();
+    throw ConfigError("--model " + job.model + " fails on a batch of " + job.dataset + " images shaped " +
+                      c10::str(input.sizes()) + ": " + reason.substr(0, reason.find('\n')));
+  }
+  const int64_t classes = d.train_set->num_classes();
+  if (output.dim() != 2 || output.size(1) != classes) {
+    throw ConfigError("--model " + job.model + " maps a batch shaped " + c10::str(input.sizes()) + " to " +
+                      c10::str(output.sizes()) + ", but " + job.dataset + " wants [N, " + std::to_string(classes) +
+                      "] logits");
+  }
+}
+
+std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job, const std::vector<torch::Tensor>& parameters) {
+  using namespace torch::optim;
+  if (job.optimizer == "adam") return std::make_shared<Adam>(parameters, AdamOptions(job.lr).weight_decay(job.weight_decay));
+  if (job.optimizer == "adamw") {
+    return std::make_shared<AdamW>(parameters, AdamWOptions(job.lr).weight_decay(job.weight_decay));
+  }
+  return std::make_shared<SGD>(parameters, SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
+}
+
+// The run folder keeps the scripted model it started from, for `lockstep export`.
+void keep_scripted_model(const TrainJob& job) {
+  const fs::path kept = fs::path(job.out) / kScriptedModelFile;
+  std::error_code error;
+  fs::create_directories(job.out, error);
+  if (!fs::exists(kept)) fs::copy_file(job.model, kept, error);
+  if (error) throw Error("cannot copy " + job.model + " to " + kept.string() + ": " + error.message());
+}
+
+// One worker's training, in the default group (a process's or a replica's); the exit status.
+int train_worker(const TrainJob& job, const JobData& d) {
+  if (job.scripted_model() && lockstep::rank() == 0) keep_scripted_model(job);
+  const JobModel model = make_job_model(job, d);
+  auto optimizer = make_optimizer(job, model.module->parameters());
   auto options = train::TrainerOptions()
                      .epochs(job.epochs)
                      .lr(job.lr)
@@ -228,9 +332,9 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .resume(job.resume)
                      .stop_after_step(job.stop_after_step)
                      .handle_signals(true)
-                     .model_name(job.model);
+                     .model_name(job.model_label());
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
-  train::Trainer trainer(model, optimizer, train::cross_entropy_loss(), options);
+  train::Trainer trainer(model.module, model.forward, optimizer, train::cross_entropy_loss(), options);
   if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, isatty(STDOUT_FILENO) != 0));
 
   const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(job.batch_size)).seed(job.seed);
@@ -249,7 +353,7 @@ int train_worker(const TrainJob& job, const JobData& d) {
       std::cout << "stopped after step " << result.steps << "; continue with: lockstep train --out " << job.out
                 << " --resume" << std::endl;
     } else if (result.validation) {
-      std::cout << job.model << " on " << job.dataset << ": " << d.val_split << " top-1 "
+      std::cout << job.model_label() << " on " << job.dataset << ": " << d.val_split << " top-1 "
                 << percent(result.validation->value("top1")) << ", top-5 " << percent(result.validation->value("top5"))
                 << " after " << job.epochs << " epochs on " << lockstep::world_size() << " workers in "
                 << static_cast<int64_t>(result.seconds) << " s; run in " << job.out << std::endl;
@@ -280,8 +384,11 @@ int run_train_job(const TrainJob& job) {
   return status;
 }
 
+void TrainJob::check_before_launch() const { check_model_fits(*this, open_job_data(*this)); }
+
 int run_train_replicas(const TrainJob& job) {
   const JobData data = open_job_data(job);
+  check_model_fits(job, data);
   // The intra-op threads the launcher would give each worker process (OMP_NUM_THREADS, or
   // one each beside other workers), so that both modes compute the same bits.
   const bool threads_chosen = std::getenv("OMP_NUM_THREADS") != nullptr;

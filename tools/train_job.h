@@ -10,17 +10,21 @@
 
 namespace lockstep::tools {
 
+// A run folder's copy of the TorchScript model it trains (the weights are in checkpoints/).
+inline constexpr const char* kScriptedModelFile = "model.pt";
+
 // The settings of one `lockstep train` run, as flags or [config] keys, and the run itself.
 struct TrainJob {
   std::string dataset = "fashion-mnist";
-  std::string model = "cnn";
+  std::string model = "cnn";  // a built-in name, or a TorchScript file (FILE.pt)
   int workers = 2;
   std::string mode = "threads";  // threads: replicas in this process; processes: one per worker
   int64_t epochs = 5;
   int64_t batch_size = 64;  // per worker
-  double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 5e-4;
+  std::string optimizer = "sgd";
+  double lr = 0.05;            // unless given: 0.05 for sgd, 1e-3 for adam and adamw
+  double momentum = 0.9;       // sgd only
+  double weight_decay = 5e-4;  // unless given: 5e-4 for sgd, 0 for adam, 0.01 for adamw
   std::string schedule = "cosine";
   int64_t warmup_steps = 100;
   double clip_grad_norm = 0;  // 0: off
@@ -43,16 +47,33 @@ struct TrainJob {
 
   CLI::Option* workers_option = nullptr;
   CLI::Option* mode_option = nullptr;
+  CLI::Option* lr_option = nullptr;
+  CLI::Option* weight_decay_option = nullptr;
 
   void add_options(CLI::App& command);
+  // Fills the defaults that depend on other settings (the optimizer's learning rate).
+  void resolve_defaults();
   // ConfigError naming the setting that cannot work.
   void check() const;
+  // Opens the data and builds the model as a worker would, so that a missing file, a model
+  // that does not fit the data or a bad registry is one line from the launching process.
+  void check_before_launch() const;
+  // --model names a TorchScript file rather than a built-in model.
+  bool scripted_model() const;
+  // The model's name in run folders and checkpoints: the built-in name or the file's stem.
+  std::string model_label() const;
   // runs/<dataset>-<model>-<stamp>
   std::string default_out(const std::string& stamp) const;
   // The newest runs/<dataset>-<model>-* folder, for --resume without --out.
   std::string newest_run() const;
   // Every setting as explicit flags, for the workers this process starts.
   std::vector<std::string> as_arguments() const;
+
+ private:
+  // A known name, or a readable file.
+  void check_model() const;
+  // --out does not hold another run's checkpoints unless resuming.
+  void check_out() const;
 };
 
 // One process's part of a launched job: joins it, reads its share, trains, logs, checkpoints.

@@ -5,6 +5,7 @@
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/ddp/scripted_module.h"
 #include "lockstep/ddp/synchronize.h"
 
 namespace lockstep {
@@ -23,6 +24,9 @@ double gradient_scale(const DDPOptions& options) {
 constexpr double kBytesPerMegabyte = 1024.0 * 1024.0;
 
 }  // namespace
+
+DistributedDataParallel::DistributedDataParallel(const torch::jit::Module& module, DDPOptions options)
+    : DistributedDataParallel(ScriptedModule(module).ptr(), std::move(options)) {}
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  DDPOptions options)

@@ -57,6 +57,49 @@ std::string describe_key(const std::string& key) {
   return (key.compare(0, colon, "param") == 0 ? "parameter '" : "buffer '") + key.substr(colon + 1) + "'";
 }
 
+torch::serialize::InputArchive open_checkpoint(const std::string& path) {
+  if (!fs::is_regular_file(path)) throw DataError(path + ": no such checkpoint");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": not a readable checkpoint (corrupt or truncated?): " + e.what_without_backtrace());
+  }
+  if (read_int(archive, "format", path) != kFormat) throw DataError(path + ": checkpoint format is not " + std::to_string(kFormat));
+  return archive;
+}
+
+std::map<std::string, torch::Tensor> saved_model_tensors(torch::serialize::InputArchive& archive, const std::string& path) {
+  torch::serialize::InputArchive model_archive;
+  if (!archive.try_read("model", model_archive)) throw DataError(path + ": not a lockstep checkpoint (no model)");
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& key : model_archive.keys()) model_archive.read(key, saved[key]);
+  return saved;
+}
+
+// Every tensor of `mine` has its like in `saved` and the other way round; DataError naming
+// the first that differs.
+void check_same_tensors(const std::map<std::string, torch::Tensor>& saved, const std::map<std::string, torch::Tensor>& mine,
+                        const std::string& source) {
+  const std::string another = "; is it a checkpoint of another model?";
+  for (const auto& [key, tensor] : mine) {
+    const auto found = saved.find(key);
+    if (found == saved.end()) throw DataError(source + " has no " + describe_key(key) + another);
+    if (!found->second.sizes().equals(tensor.sizes())) {
+      throw DataError(source + ": " + describe_key(key) + " has shape " + shape_of(found->second) + " there but " +
+                      shape_of(tensor) + " in this model" + another);
+    }
+  }
+  for (const auto& [key, tensor] : saved) {
+    if (mine.count(key) == 0) throw DataError(source + " has a " + describe_key(key) + " this model lacks" + another);
+  }
+}
+
+void copy_tensors(const std::map<std::string, torch::Tensor>& saved, std::map<std::string, torch::Tensor>& mine) {
+  torch::NoGradGuard no_grad;
+  for (auto& [key, tensor] : mine) tensor.copy_(saved.at(key));
+}
+
 }  // namespace
 
 CheckpointFolder::CheckpointFolder(std::string folder, int keep) : folder_(std::move(folder)), keep_(std::max(keep, 1)) {}
@@ -120,14 +163,7 @@ std::string CheckpointFolder::latest() const {
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  if (!fs::is_regular_file(path)) throw DataError(path + ": no such checkpoint");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    throw DataError(path + ": not a readable checkpoint (corrupt or truncated?): " + e.what_without_backtrace());
-  }
-  if (read_int(archive, "format", path) != kFormat) throw DataError(path + ": checkpoint format is not " + std::to_string(kFormat));
+  auto archive = open_checkpoint(path);
 
   CheckpointState state;
   state.position.epoch = read_int(archive, "epoch", path);
@@ -143,23 +179,9 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
   // Check every tensor before changing any, so that a checkpoint of another model leaves
   // this one as it was.
   const std::string from = state.model_name.empty() ? "" : " (saved from model '" + state.model_name + "')";
-  torch::serialize::InputArchive model_archive;
-  if (!archive.try_read("model", model_archive)) throw DataError(path + ": not a lockstep checkpoint (no model)");
+  const auto saved = saved_model_tensors(archive, path);
   auto mine = model_tensors(model);
-  std::map<std::string, torch::Tensor> saved;
-  for (const auto& key : model_archive.keys()) model_archive.read(key, saved[key]);
-  const std::string another = "; is it a checkpoint of another model?";
-  for (const auto& [key, tensor] : mine) {
-    const auto found = saved.find(key);
-    if (found == saved.end()) throw DataError(path + from + " has no " + describe_key(key) + another);
-    if (!found->second.sizes().equals(tensor.sizes())) {
-      throw DataError(path + from + ": " + describe_key(key) + " has shape " + shape_of(found->second) +
-                      " there but " + shape_of(tensor) + " in this model" + another);
-    }
-  }
-  for (const auto& [key, tensor] : saved) {
-    if (mine.count(key) == 0) throw DataError(path + from + " has a " + describe_key(key) + " this model lacks" + another);
-  }
+  check_same_tensors(saved, mine, path + from);
 
   torch::serialize::InputArchive optimizer_archive;
   if (!archive.try_read("optimizer", optimizer_archive)) throw DataError(path + ": not a lockstep checkpoint (no optimizer)");
@@ -168,9 +190,28 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
   } catch (const c10::Error& e) {
     throw DataError(path + ": its optimizer state does not fit this optimizer: " + e.what_without_backtrace());
   }
-  torch::NoGradGuard no_grad;
-  for (auto& [key, tensor] : mine) tensor.copy_(saved[key]);
+  copy_tensors(saved, mine);
   return state;
+}
+
+void load_model_weights(const std::string& path, torch::nn::Module& model) {
+  auto archive = open_checkpoint(path);
+  const auto saved = saved_model_tensors(archive, path);
+  auto mine = model_tensors(model);
+  check_same_tensors(saved, mine, path);
+  copy_tensors(saved, mine);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> load_state_dict(const std::string& path) {
+  auto archive = open_checkpoint(path);
+  std::vector<std::pair<std::string, torch::Tensor>> parameters, buffers;
+  for (const auto& [key, tensor] : saved_model_tensors(archive, path)) {
+    const auto colon = key.find(':');
+    auto& kind = key.compare(0, colon, "param") == 0 ? parameters : buffers;
+    kind.emplace_back(key.substr(colon + 1), tensor);
+  }
+  parameters.insert(parameters.end(), buffers.begin(), buffers.end());
+  return parameters;
 }
 
 }  // namespace lockstep::train

@@ -12,6 +12,10 @@
 #include "lockstep/comm/types.h"
 #include "lockstep/ddp/comm_hook.h"
 
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+
 namespace lockstep {
 
 /// How DistributedDataParallel buckets, scales and reduces gradients. Defaults are PyTorch's.
@@ -54,6 +58,8 @@ class DistributedDataParallel {
                                    DDPOptions options = DDPOptions())
       : DistributedDataParallel(std::static_pointer_cast<torch::nn::Module>(module.ptr()),
                                 std::move(options)) {}
+  /// A TorchScript module, trained in place through a ScriptedModule over its own tensors.
+  explicit DistributedDataParallel(const torch::jit::Module& module, DDPOptions options = DDPOptions());
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -53,5 +54,12 @@ class CheckpointFolder {
 /// DataError naming the file and the first difference, before anything is changed.
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
                                 torch::optim::Optimizer& optimizer);
+
+/// Loads only a checkpoint's model tensors into `model`, with the same checks.
+void load_model_weights(const std::string& path, torch::nn::Module& model);
+
+/// A checkpoint's model tensors by name as in Python's state_dict() ("fc.weight",
+/// "bn1.running_mean"): the parameters, then the buffers, each in name order.
+std::vector<std::pair<std::string, torch::Tensor>> load_state_dict(const std::string& path);
 
 }  // namespace lockstep::train
