@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lockstep builds and tests with; skips what is present.
-# With --bench, also what the benchmarks compare against (PyTorch's Python DDP).
+# With --test, also what the tests use besides (Python's torch, to make TorchScript models
+# and read exported weights); with --bench, what the benchmarks compare against (PyTorch's
+# Python DDP).
 set -euo pipefail
 
 packages=(
@@ -9,7 +11,9 @@ packages=(
   libgtest-dev googletest libcli11-dev
   libtomlplusplus-dev libturbojpeg0-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev
 )
-[ "${1:-}" = "--bench" ] && packages+=(python3-torch)
+case "${1:-}" in
+  --test | --bench) packages+=(python3-torch) ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,12 @@
+"""Prints the tensors Python reads from a file, one per line: tensor NAME ELEMENT_SIZE SHAPE HEX,
+where HEX is the tensor's bytes. python3 print_weights.py state-dict|script FILE"""
+import sys
+
+import torch
+
+kind, path = sys.argv[1], sys.argv[2]
+weights = torch.jit.load(path).state_dict() if kind == "script" else torch.load(path)
+for name, tensor in weights.items():
+    t = tensor.contiguous()
+    shape = "x".join(str(size) for size in t.shape)
+    print("tensor", name, t.element_size(), shape, t.numpy().tobytes().hex())

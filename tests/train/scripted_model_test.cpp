@@ -1,0 +1,199 @@
+// Models defined in Python: TorchScript files trained by DistributedDataParallel and by
+// `lockstep train --model FILE.pt`, and weights exported back for Python's torch.load.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "lockstep/comm/replicas.h"
+#include "lockstep/ddp/distributed_data_parallel.h"
+#include "lockstep/ddp/scripted_module.h"
+#include "lockstep/train/checkpoint.h"
+#include "support/tool_process.h"
+#include "support/world.h"
+
+namespace lockstep::train {
+namespace {
+
+using testing::contains;
+using testing::lines_of;
+using testing::numbers_on_lines;
+using testing::run_process;
+using testing::TemporaryDirectory;
+
+// tests/train/make_scripted_model.py OUT [ARGS]: a CNN (or --mlp) for 28×28 gray images.
+std::string scripted_model(const std::string& out, std::vector<std::string> arguments = {}) {
+  std::vector<std::string> command = {PYTHON, std::string(SCRIPTS) + "/make_scripted_model.py", out};
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  const auto made = run_process(command);
+  EXPECT_EQ(made.exit_code, 0) << made.output;
+  return out;
+}
+
+// "NAME ELEMENT_SIZE SHAPE HEX" lines, sorted: what print_weights.py prints.
+std::vector<std::string> python_weights(const std::string& kind, const std::string& file) {
+  const auto printed = run_process({PYTHON, std::string(SCRIPTS) + "/print_weights.py", kind, file});
+  EXPECT_EQ(printed.exit_code, 0) << printed.output.substr(0, 2000);
+  std::vector<std::string> lines;
+  for (const auto& line : lines_of(printed.output)) {
+    if (line.rfind("tensor ", 0) == 0) lines.push_back(line.substr(7));
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+std::string hex_bytes(const torch::Tensor& tensor) {
+  const auto contiguous = tensor.contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(contiguous.data_ptr());
+  std::string hex(2 * contiguous.nbytes(), '0');
+  for (size_t i = 0; i < contiguous.nbytes(); ++i) std::snprintf(&hex[2 * i], 3, "%02x", bytes[i]);
+  return hex;
+}
+
+// The same lines for a checkpoint's model tensors, read by lockstep.
+std::vector<std::string> checkpoint_weights(const std::string& checkpoint) {
+  std::vector<std::string> lines;
+  for (const auto& [name, tensor] : load_state_dict(checkpoint)) {
+    std::string shape;
+    for (const int64_t size : tensor.sizes()) shape += (shape.empty() ? "" : "x") + std::to_string(size);
+    lines.push_back(name + " " + std::to_string(tensor.element_size()) + " " + shape + " " + hex_bytes(tensor));
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+std::vector<std::string> small_run(const std::string& model, const std::string& out) {
+  return {LOCKSTEP_TOOL, "train", "--model", model, "-n", "2", "--epochs", "1", "--limit", "512", "--val-limit", "256",
+          "--batch-size", "32", "--out", out};
+}
+
+std::string newest_checkpoint(const std::string& run) { return CheckpointFolder(run + "/checkpoints", 1).latest(); }
+
+void expect_same_weights(const std::vector<std::string>& python, const std::vector<std::string>& lockstep) {
+  ASSERT_FALSE(lockstep.empty());
+  ASSERT_EQ(python.size(), lockstep.size());
+  for (size_t i = 0; i < python.size(); ++i) {
+    EXPECT_EQ(python[i], lockstep[i]) << "tensor " << lockstep[i].substr(0, lockstep[i].find(' '));
+  }
+}
+
+TEST(ScriptedModule, HoldsTheScriptedTensorsUnderPythonsNames) {
+  TemporaryDirectory dir;
+  auto script = torch::jit::load(scripted_model(dir.path() + "/cnn.pt"));
+  ScriptedModule module(script);
+  std::vector<std::string> names;
+  for (const auto& item : module->named_parameters()) names.push_back(item.key());
+  EXPECT_EQ(names, (std::vector<std::string>{"features.0.weight", "features.0.bias", "features.1.weight",
+                                             "features.1.bias", "features.4.weight", "features.4.bias",
+                                             "features.5.weight", "features.5.bias", "classifier.weight",
+                                             "classifier.bias"}));
+  EXPECT_EQ(module->named_buffers().size(), 6u);  // running mean, variance and count of 2 BatchNorms
+  // The same tensors, not copies: a change through one is seen through the other.
+  torch::NoGradGuard no_grad;
+  module->named_parameters()["classifier.bias"].fill_(3);
+  EXPECT_TRUE(torch::equal(script.attr("classifier").toModule().attr("bias").toTensor(), torch::full({10}, 3.0)));
+  module->eval();
+  EXPECT_FALSE(script.is_training());
+  module->train();
+  EXPECT_TRUE(script.is_training());
+}
+
+TEST(ScriptedModule, DdpOnTwoReplicasGivesTheGradientOfTheCombinedBatch) {
+  TemporaryDirectory dir;
+  const std::string file = scripted_model(dir.path() + "/mlp.pt", {"--mlp"});
+  torch::manual_seed(1);
+  const auto input = torch::randn({8, 1, 28, 28});
+  const auto target = torch::randint(10, {8});
+
+  auto whole = torch::jit::load(file);
+  torch::nn::functional::cross_entropy(whole.forward({input}).toTensor(), target).backward();
+  std::vector<torch::Tensor> expected;
+  for (const auto& parameter : whole.parameters()) expected.push_back(parameter.grad());
+
+  run_replicas(2, [&](ProcessGroup group) {
+    auto script = torch::jit::load(file);
+    DistributedDataParallel ddp(script);
+    const auto mine = torch::indexing::Slice(4 * group.rank(), 4 * group.rank() + 4);
+    torch::nn::functional::cross_entropy(script.forward({input.index({mine})}).toTensor(), target.index({mine}))
+        .backward();
+    size_t i = 0;
+    for (const auto& parameter : script.parameters()) {  // the scripted module's own tensors
+      EXPECT_TRUE(torch::allclose(parameter.grad(), expected[i], 1e-5, 1e-7)) << "rank " << group.rank() << " parameter " << i;
+      ++i;
+    }
+  });
+}
+
+TEST(ScriptedModel, APythonCnnReaches89PercentInTwoEpochsAndResumesBitExactly) {
+  TemporaryDirectory dir;
+  const std::string model = scripted_model(dir.path() + "/cnn.pt");
+  const std::vector<std::string> job = {LOCKSTEP_TOOL, "train", "--model", model, "-n", "2", "--epochs", "2"};
+  auto whole = job;
+  whole.insert(whole.end(), {"--out", dir.path() + "/whole"});
+  const auto trained = run_process(whole, {}, std::chrono::seconds(400));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto top1 = numbers_on_lines(trained.output, "(test top-1 )([0-9.]+)%");
+  ASSERT_EQ(top1.size(), 1u) << trained.output;
+  EXPECT_GE(top1[0], 89.0) << trained.output;
+
+  // Stopped in the second epoch, then resumed: the same parameters, optimizer steps and
+  // BatchNorm statistics, bit for bit.
+  auto interrupted = job;
+  interrupted.insert(interrupted.end(), {"--out", dir.path() + "/interrupted"});
+  auto first = interrupted;
+  first.insert(first.end(), {"--stop-after-step", "700"});
+  const auto stopped = run_process(first, {}, std::chrono::seconds(400));
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  ASSERT_TRUE(contains(stopped.output, "stopped after step 700")) << stopped.output;
+  interrupted.push_back("--resume");
+  const auto resumed = run_process(interrupted, {}, std::chrono::seconds(400));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_weights(checkpoint_weights(newest_checkpoint(dir.path() + "/whole")),
+                      checkpoint_weights(newest_checkpoint(dir.path() + "/interrupted")));
+}
+
+TEST(Export, PythonLoadsTheStateDictOfABuiltInModelExactly) {
+  TemporaryDirectory dir;
+  const auto trained = run_process(small_run("cnn", dir.path() + "/run"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto exported = run_process({LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/weights.pt"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_TRUE(contains(exported.output, "the state dict")) << exported.output;
+  expect_same_weights(python_weights("state-dict", dir.path() + "/weights.pt"),
+                      checkpoint_weights(newest_checkpoint(dir.path() + "/run")));
+}
+
+TEST(Export, PythonLoadsTheTrainedScriptedModuleExactly) {
+  TemporaryDirectory dir;
+  const std::string model = scripted_model(dir.path() + "/cnn.pt");
+  const auto trained = run_process(small_run(model, dir.path() + "/run"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto exported = run_process({LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/trained.pt"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_TRUE(contains(exported.output, "the TorchScript module")) << exported.output;
+  const auto checkpoint = checkpoint_weights(newest_checkpoint(dir.path() + "/run"));
+  expect_same_weights(python_weights("script", dir.path() + "/trained.pt"), checkpoint);
+  EXPECT_NE(python_weights("script", model), checkpoint) << "the export holds the untrained weights";
+
+  // --state-dict gives the same tensors as a plain dict.
+  const auto as_dict = run_process(
+      {LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/dict.pt", "--state-dict"});
+  ASSERT_EQ(as_dict.exit_code, 0) << as_dict.output;
+  expect_same_weights(python_weights("state-dict", dir.path() + "/dict.pt"), checkpoint);
+}
+
+TEST(Export, AFolderWithoutCheckpointsIsOneLineNamingIt) {
+  TemporaryDirectory dir;
+  const auto exported = run_process({LOCKSTEP_TOOL, "export", dir.path(), "--out", dir.path() + "/weights.pt"});
+  EXPECT_NE(exported.exit_code, 0);
+  EXPECT_EQ(lines_of(exported.output).size(), 1u) << exported.output;
+  EXPECT_TRUE(contains(exported.output, dir.path() + " has no checkpoints")) << exported.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/weights.pt"));
+}
+
+}  // namespace
+}  // namespace lockstep::train

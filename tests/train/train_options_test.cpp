@@ -1,0 +1,105 @@
+// `lockstep train` checks every option in the launching process: a bad option or data
+// folder is one line and a non-zero status, before any worker starts.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "support/tool_process.h"
+#include "support/world.h"
+
+namespace lockstep::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::contains;
+using testing::lines_of;
+using testing::run_process;
+using testing::TemporaryDirectory;
+
+constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
+struct BadOptions {
+  std::vector<std::string> options;
+  std::string named;  // what the one line must name
+};
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Fashion-MNIST's files with its training images cut short.
+std::string truncated_copy(const std::string& folder) {
+  fs::create_directories(folder);
+  for (const auto& entry : fs::directory_iterator(kFashionMnist)) fs::copy(entry.path(), folder);
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find("train-images") != std::string::npos) fs::resize_file(entry.path(), 1000);
+  }
+  return folder;
+}
+
+std::vector<BadOptions> bad_options(const std::string& dir) {
+  write_file(dir + "/not-a-model.pt", "a text file\n");
+  write_file(dir + "/unknown.toml", "epochs = 2\nbatch = 3\n");
+  fs::create_directories(dir + "/empty");
+  const auto made = run_process({PYTHON, std::string(SCRIPTS) + "/make_scripted_model.py", dir + "/twelve.pt", "--classes", "12"});
+  EXPECT_EQ(made.exit_code, 0) << made.output;
+  return {
+      {{"--data-path", dir + "/missing"}, dir + "/missing"},
+      {{"--data-path", dir + "/empty"}, dir + "/empty"},
+      {{"--data-path", truncated_copy(dir + "/truncated")}, dir + "/truncated"},
+      {{"--data-path", "fashion-mnist="}, "--data-path wants NAME=DIR"},
+      {{"--data-path", "no-such-set=" + dir}, "no-such-set"},
+      {{"--data-toml", dir + "/missing.toml"}, dir + "/missing.toml"},
+      {{"--dataset", "no-such-set"}, "no-such-set"},
+      {{"--val-split", "no-such-split"}, "no-such-split"},
+      {{"--model", "no-such-model"}, "--model no-such-model is unknown"},
+      {{"--model", dir + "/missing.pt"}, dir + "/missing.pt"},
+      {{"--model", dir + "/not-a-model.pt"}, dir + "/not-a-model.pt"},
+      {{"--model", dir + "/twelve.pt"}, "[1, 12]"},
+      {{"--optimizer", "rmsprop"}, "--optimizer"},
+      {{"--schedule", "linear"}, "--schedule"},
+      {{"--epochs", "0"}, "--epochs"},
+      {{"--batch-size", "-1"}, "--batch-size"},
+      {{"--lr", "-0.1"}, "--lr"},
+      {{"-n", "0"}, "-n"},
+      {{"--config", dir + "/unknown.toml"}, dir + "/unknown.toml:2"},
+      {{"--max-restarts", "2"}, "--max-restarts"},  // restarts are for processes
+  };
+}
+
+// In both modes: one line from the launching process (no rank prefix), a non-zero status,
+// no worker started (LOCKSTEP_TIMING makes a started rank 0 say so) and no run folder.
+TEST(TrainOptions, EachBadOptionOrDataFolderIsOneLineAndNoWorkerStarts) {
+  TemporaryDirectory dir;
+  const auto cases = bad_options(dir.path());
+  for (const std::string mode : {"processes", "threads"}) {
+    for (const auto& bad : cases) {
+      const std::string out = dir.path() + "/run";
+      std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--mode", mode, "--out", out, "--epochs", "1"};
+      if (bad.options[0] != "-n") command.insert(command.end(), {"-n", "2"});
+      if (bad.options[0] == "--max-restarts" && mode == "processes") continue;  // then it is a good option
+      command.insert(command.end(), bad.options.begin(), bad.options.end());
+      const auto ran = run_process(command, {{"LOCKSTEP_TIMING", "1"}}, std::chrono::seconds(60));
+      const std::string what = "--mode " + mode + " " + bad.options[0] + " " + bad.options[1];
+      EXPECT_NE(ran.exit_code, 0) << what << ": " << ran.output;
+      EXPECT_EQ(lines_of(ran.output).size(), 1u) << what << ": " << ran.output;
+      EXPECT_TRUE(contains(ran.output, bad.named)) << what << ": " << ran.output;
+      EXPECT_FALSE(contains(ran.output, "[rank")) << what << ": " << ran.output;
+      EXPECT_FALSE(contains(ran.output, "timing")) << what << ": " << ran.output;
+      EXPECT_FALSE(fs::exists(out)) << what << ": " << ran.output;
+    }
+  }
+}
+
+TEST(TrainOptions, ADataPathWithoutANameIsTheChosenDatasets) {
+  TemporaryDirectory dir;
+  fs::create_directories(dir.path() + "/copy");
+  for (const auto& entry : fs::directory_iterator(kFashionMnist)) fs::copy(entry.path(), dir.path() + "/copy");
+  const auto ran = run_process({LOCKSTEP_TOOL, "train", "--data-path", dir.path() + "/copy", "--limit", "256",
+                                "--val-limit", "64", "--epochs", "1", "--out", dir.path() + "/run"});
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_TRUE(contains(ran.output, "test top-1")) << ran.output;
+}
+
+}  // namespace
+}  // namespace lockstep::train
