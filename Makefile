@@ -2,19 +2,27 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: deps build run test test-tsan bench clean
+.PHONY: deps test-deps configure build run test test-tsan bench clean
 
 deps:
 	./scripts/install-deps.sh
 
-build: deps
+test-deps:
+	./scripts/install-deps.sh --test
+
+configure: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only what the main job needs, the library and the CLI: tests, benchmarks and examples
+# are for `make test`.
+run: configure
+	cmake --build $(BUILD) -j $(JOBS) --target lockstep_cli
 	$(BUILD)/tools/lockstep train
 
-test: build
+test: test-deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	$(MAKE) test-tsan
 
