@@ -1,9 +1,6 @@
 // Models defined in Python: TorchScript files trained by DistributedDataParallel and by
 // `lockstep train --model FILE.pt`, and weights exported back for Python's torch.load.
-#include <algorithm>
-#include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -15,6 +12,7 @@
 #include "lockstep/train/checkpoint.h"
 #include "support/tool_process.h"
 #include "support/world.h"
+#include "weight_lines.h"
 
 namespace lockstep::train {
 namespace {
@@ -34,51 +32,9 @@ std::string scripted_model(const std::string& out, std::vector<std::string> argu
   return out;
 }
 
-// "NAME ELEMENT_SIZE SHAPE HEX" lines, sorted: what print_weights.py prints.
-std::vector<std::string> python_weights(const std::string& kind, const std::string& file) {
-  const auto printed = run_process({PYTHON, std::string(SCRIPTS) + "/print_weights.py", kind, file});
-  EXPECT_EQ(printed.exit_code, 0) << printed.output.substr(0, 2000);
-  std::vector<std::string> lines;
-  for (const auto& line : lines_of(printed.output)) {
-    if (line.rfind("tensor ", 0) == 0) lines.push_back(line.substr(7));
-  }
-  std::sort(lines.begin(), lines.end());
-  return lines;
-}
-
-std::string hex_bytes(const torch::Tensor& tensor) {
-  const auto contiguous = tensor.contiguous();
-  const auto* bytes = static_cast<const unsigned char*>(contiguous.data_ptr());
-  std::string hex(2 * contiguous.nbytes(), '0');
-  for (size_t i = 0; i < contiguous.nbytes(); ++i) std::snprintf(&hex[2 * i], 3, "%02x", bytes[i]);
-  return hex;
-}
-
-// The same lines for a checkpoint's model tensors, read by lockstep.
-std::vector<std::string> checkpoint_weights(const std::string& checkpoint) {
-  std::vector<std::string> lines;
-  for (const auto& [name, tensor] : load_state_dict(checkpoint)) {
-    std::string shape;
-    for (const int64_t size : tensor.sizes()) shape += (shape.empty() ? "" : "x") + std::to_string(size);
-    lines.push_back(name + " " + std::to_string(tensor.element_size()) + " " + shape + " " + hex_bytes(tensor));
-  }
-  std::sort(lines.begin(), lines.end());
-  return lines;
-}
-
 std::vector<std::string> small_run(const std::string& model, const std::string& out) {
   return {LOCKSTEP_TOOL, "train", "--model", model, "-n", "2", "--epochs", "1", "--limit", "512", "--val-limit", "256",
           "--batch-size", "32", "--out", out};
-}
-
-std::string newest_checkpoint(const std::string& run) { return CheckpointFolder(run + "/checkpoints", 1).latest(); }
-
-void expect_same_weights(const std::vector<std::string>& python, const std::vector<std::string>& lockstep) {
-  ASSERT_FALSE(lockstep.empty());
-  ASSERT_EQ(python.size(), lockstep.size());
-  for (size_t i = 0; i < python.size(); ++i) {
-    EXPECT_EQ(python[i], lockstep[i]) << "tensor " << lockstep[i].substr(0, lockstep[i].find(' '));
-  }
 }
 
 TEST(ScriptedModule, HoldsTheScriptedTensorsUnderPythonsNames) {

@@ -7,6 +7,7 @@
 
 #include "support/tool_process.h"
 #include "support/world.h"
+#include "weight_lines.h"
 
 namespace lockstep::train {
 namespace {
@@ -99,6 +100,32 @@ TEST(TrainOptions, ADataPathWithoutANameIsTheChosenDatasets) {
                                 "--val-limit", "64", "--epochs", "1", "--out", dir.path() + "/run"});
   EXPECT_EQ(ran.exit_code, 0) << ran.output;
   EXPECT_TRUE(contains(ran.output, "test top-1")) << ran.output;
+}
+
+// Each optimizer trains (the loss falls) and its state comes back from a checkpoint: a run
+// stopped in epoch 2 and resumed ends with the bits of one that never stopped.
+TEST(TrainOptions, EachOptimizerTrainsAndResumesBitExactly) {
+  TemporaryDirectory dir;
+  for (const std::string optimizer : {"sgd", "adam", "adamw"}) {
+    const auto job = [&](const std::string& out, std::vector<std::string> extra) {
+      std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--optimizer", optimizer, "--limit", "512",
+                                          "--val-limit", "256", "--batch-size", "32", "--epochs", "2",
+                                          "--log-every", "4", "--warmup-steps", "2", "--out", dir.path() + "/" + out};
+      command.insert(command.end(), extra.begin(), extra.end());
+      return run_process(command);
+    };
+    const auto whole = job(optimizer + "-whole", {});
+    ASSERT_EQ(whole.exit_code, 0) << whole.output;
+    const auto losses = testing::numbers_on_lines(whole.output, "( step [0-9/]+ ETA \\S+ loss )([0-9.]+)");
+    ASSERT_GE(losses.size(), 3u) << whole.output;
+    EXPECT_LT(losses.back(), losses.front()) << optimizer << ": " << whole.output;
+    const auto stopped = job(optimizer + "-resumed", {"--stop-after-step", "11"});
+    ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+    const auto resumed = job(optimizer + "-resumed", {"--resume"});
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    expect_same_weights(checkpoint_weights(newest_checkpoint(dir.path() + "/" + optimizer + "-whole")),
+                        checkpoint_weights(newest_checkpoint(dir.path() + "/" + optimizer + "-resumed")));
+  }
 }
 
 }  // namespace
