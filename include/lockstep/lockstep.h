@@ -11,4 +11,5 @@
 #include "lockstep/ddp/comm_hook.h"
 #include "lockstep/ddp/distributed_data_parallel.h"
 #include "lockstep/ddp/distributed_optimizer.h"
+#include "lockstep/ddp/scripted_module.h"
 #include "lockstep/ddp/synchronize.h"
