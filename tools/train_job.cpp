@@ -1,6 +1,5 @@
 #include "train_job.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -335,7 +334,7 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .model_name(job.model_label());
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
   train::Trainer trainer(model.module, model.forward, optimizer, train::cross_entropy_loss(), options);
-  if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, isatty(STDOUT_FILENO) != 0));
+  if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));
 
   const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(job.batch_size)).seed(job.seed);
   data::PrefetchLoader train_loader(d.train_set,
