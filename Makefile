@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: deps test-deps configure build run test test-tsan bench clean
+.PHONY: deps test-deps configure build run test test-tsan cuda-syntax bench clean
 
 deps:
 	./scripts/install-deps.sh
@@ -25,6 +25,11 @@ run: configure
 test: test-deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	$(MAKE) test-tsan
+	$(MAKE) cuda-syntax
+
+# The CUDA-only sources compiled without linking: needs the CUDA toolkit, not a GPU.
+cuda-syntax: configure
+	cmake --build $(BUILD) --target cuda_syntax
 
 # Replicas on threads (the in-process group and DDP on it) under ThreadSanitizer: any
 # report fails the test.

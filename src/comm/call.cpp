@@ -59,6 +59,7 @@ Call::Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op,
     dtypes.push_back(t.scalar_type());
     shapes.push_back(t.sizes().vec());
   }
+  if (!tensors.empty()) device_type = tensors.front().device().type();
 }
 
 std::string Call::describe() const {
@@ -71,6 +72,7 @@ std::string Call::describe() const {
     out << "]";
   }
   if (dtypes.size() > kMaxTensorsDescribed) out << ", ...";
+  if (device_type != at::kCPU) out << " on " << at::DeviceTypeName(device_type, /*lower_case=*/true);
   const bool reduces = kind == Collective::AllReduce || kind == Collective::Reduce ||
                        kind == Collective::ReduceScatter;
   if (reduces) out << (dtypes.empty() ? "" : ", ") << to_string(op);
@@ -85,6 +87,7 @@ uint64_t Call::fingerprint() const {
   h.add(op);
   h.add(root);
   h.add(seq);
+  h.add(device_type);
   for (size_t i = 0; i < dtypes.size(); ++i) {
     h.add(dtypes[i]);
     h.add(shapes[i].size());

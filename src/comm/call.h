@@ -24,6 +24,9 @@ struct Call {
   int root = 0;
   std::vector<at::ScalarType> dtypes;
   std::vector<std::vector<int64_t>> shapes;
+  /// Where the tensors are (one device per call): ranks must agree on its type, not its
+  /// index, since each rank may have a GPU of its own.
+  at::DeviceType device_type = at::kCPU;
   uint64_t seq = 0;  // how many collectives this rank called before this one
 
   Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum,

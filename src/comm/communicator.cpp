@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include "comm/device_staging.h"
 #include "comm/work_state.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/error.h"
@@ -26,13 +27,9 @@ std::string shape_string(at::IntArrayRef sizes) {
 }
 
 // Called on every collective: the messages are built only when something is wrong.
-void check_tensor(const at::Tensor& t, Collective kind, Backend backend) {
+void check_tensor(const at::Tensor& t, Collective kind) {
   const auto where = [kind] { return "lockstep::" + to_string(kind) + ": "; };
   if (!t.defined()) throw Error(where() + "the tensor is undefined");
-  if (!t.device().is_cpu()) {
-    throw Error(where() + "the tensor is on " + t.device().str() + " but the " +
-                to_string(backend) + " backend works on CPU tensors; pass tensor.cpu()");
-  }
   if (t.layout() != at::kStrided) {
     throw Error(where() + "sparse tensors are not supported; pass tensor.to_dense()");
   }
@@ -44,6 +41,16 @@ void check_tensor(const at::Tensor& t, Collective kind, Backend backend) {
     throw Error(where() + "dtype " + std::string(c10::toString(t.scalar_type())) +
                 " is not supported; use float32, float64, float16, bfloat16, int32, int64 "
                 "or uint8");
+  }
+}
+
+// One call moves tensors of one device: staging copies them with one device's streams.
+void check_one_device(const std::vector<at::Tensor>& tensors, Collective kind) {
+  for (const auto& t : tensors) {
+    if (t.device() != tensors.front().device()) {
+      throw Error("lockstep::" + to_string(kind) + ": one call has tensors on " + tensors.front().device().str() +
+                  " and on " + t.device().str() + "; pass tensors of one device");
+    }
   }
 }
 
@@ -124,10 +131,11 @@ void Communicator::stop_worker() {
 // ---- collectives: check arguments on the caller's thread, then queue the work ----
 
 Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking) {
-  for (const auto& t : tensors) check_tensor(t, Collective::AllReduce, backend_);
+  for (const auto& t : tensors) check_tensor(t, Collective::AllReduce);
+  check_one_device(tensors, Collective::AllReduce);
   if (tensors.empty()) return Work();
   Call call(Collective::AllReduce, tensors, op);
-  return submit(std::move(call), [this, tensors, op](const Call& c) mutable {
+  return submit_on(tensors, std::move(call), [this, op](const Call& c, std::vector<at::Tensor>& tensors) {
     for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
       transport_->all_reduce(packed, on_the_wire(op), tag);
     });
@@ -139,11 +147,12 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
 }
 
 Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blocking) {
-  for (const auto& t : tensors) check_tensor(t, Collective::Broadcast, backend_);
+  for (const auto& t : tensors) check_tensor(t, Collective::Broadcast);
   check_root(root, world_size_, Collective::Broadcast);
+  check_one_device(tensors, Collective::Broadcast);
   if (tensors.empty()) return Work();
   Call call(Collective::Broadcast, tensors, ReduceOp::Sum, root);
-  return submit(std::move(call), [this, tensors, root](const Call& c) mutable {
+  return submit_on(tensors, std::move(call), [this, root](const Call& c, std::vector<at::Tensor>& tensors) {
     for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
       transport_->broadcast(packed, root, tag);
     });
@@ -172,21 +181,23 @@ void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t ta
 }
 
 Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking) {
-  check_tensor(tensor, Collective::Reduce, backend_);
+  check_tensor(tensor, Collective::Reduce);
   check_root(root, world_size_, Collective::Reduce);
   Call call(Collective::Reduce, {tensor}, op, root);
-  return submit(std::move(call), [this, tensor, root, op](const Call& c) mutable {
+  return submit_on({tensor}, std::move(call), [this, root, op](const Call& c, std::vector<at::Tensor>& tensors) {
+    at::Tensor& tensor = tensors[0];
     const ReduceOp wire_op = on_the_wire(op);
     if (tensor.numel() > 0) transport_->reduce(tensor, root, wire_op, c.tag());
     if (op == ReduceOp::Avg && rank_ == root) divide_by_world_size(tensor);
-    return std::vector<at::Tensor>{tensor};
+    return tensors;
   }, blocking);
 }
 
 Work Communicator::all_gather(at::Tensor tensor, bool blocking) {
-  check_tensor(tensor, Collective::AllGather, backend_);
+  check_tensor(tensor, Collective::AllGather);
   Call call(Collective::AllGather, {tensor});
-  return submit(std::move(call), [this, tensor](const Call& c) {
+  return submit_on({tensor}, std::move(call), [this](const Call& c, std::vector<at::Tensor>& tensors) {
+    const at::Tensor& tensor = tensors[0];
     std::vector<int64_t> shape{world_size_};
     shape.insert(shape.end(), tensor.sizes().begin(), tensor.sizes().end());
     at::Tensor gathered = at::empty(shape, tensor.options());
@@ -196,14 +207,15 @@ Work Communicator::all_gather(at::Tensor tensor, bool blocking) {
 }
 
 Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) {
-  check_tensor(input, Collective::ReduceScatter, backend_);
+  check_tensor(input, Collective::ReduceScatter);
   if (input.dim() == 0 || input.size(0) % world_size_ != 0) {
     throw Error("lockstep::reduce_scatter: the input's first dimension must be divisible by "
                 "the world size " + std::to_string(world_size_) + ", but its shape is " +
                 shape_string(input.sizes()));
   }
   Call call(Collective::ReduceScatter, {input}, op);
-  return submit(std::move(call), [this, input, op](const Call& c) {
+  return submit_on({input}, std::move(call), [this, op](const Call& c, std::vector<at::Tensor>& tensors) {
+    const at::Tensor& input = tensors[0];
     std::vector<int64_t> shape = input.sizes().vec();
     shape[0] /= world_size_;
     at::Tensor output = at::empty(shape, input.options());
@@ -216,7 +228,7 @@ Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) 
 
 at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype) {
   const at::Tensor like = at::empty({0}, at::TensorOptions().dtype(dtype));
-  check_tensor(like, Collective::EmptyShared, backend_);  // names an unsupported dtype
+  check_tensor(like, Collective::EmptyShared);  // names an unsupported dtype
   Call call(Collective::EmptyShared, {like});
   call.shapes[0] = sizes.vec();
   const std::vector<int64_t> shape = sizes.vec();
@@ -250,8 +262,9 @@ void Communicator::divide_by_world_size(at::Tensor& tensor) const {
 
 // ---- ordering and execution ----
 
-Work Communicator::submit(Call call, Body body, bool blocking) {
+Work Communicator::submit(Call call, Body body, bool blocking, std::function<void()> after_done) {
   auto state = std::make_shared<detail::WorkState>();
+  state->after_done = std::move(after_done);
   Work work(state);
   std::unique_lock<std::mutex> lock(mutex_);
   if (closed_) {
@@ -279,6 +292,17 @@ Work Communicator::submit(Call call, Body body, bool blocking) {
   lock.unlock();
   if (blocking) work.wait();
   return work;
+}
+
+Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking) {
+  const auto staging = stage_on_host(tensors, "lockstep::" + to_string(call.kind) + ": ");
+  if (!staging) {
+    return submit(std::move(call), [tensors, body](const Call& c) mutable { return body(c, tensors); }, blocking);
+  }
+  return submit(std::move(call), [staging, body](const Call& c) {
+    auto host = staging->host_tensors();
+    return staging->copy_back(host, body(c, host));
+  }, blocking, [staging] { staging->order_current_stream(); });
 }
 
 void Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks) {

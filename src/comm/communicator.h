@@ -67,13 +67,20 @@ class Communicator {
 
  private:
   using Body = std::function<std::vector<at::Tensor>(const Call&)>;
+  /// A collective on host tensors (the caller's, or host copies of device tensors); returns
+  /// its outputs.
+  using TensorBody = std::function<std::vector<at::Tensor>(const Call&, std::vector<at::Tensor>& tensors)>;
   struct Task {
     Call call;
     Body body;
     std::shared_ptr<detail::WorkState> state;
   };
 
-  Work submit(Call call, Body body, bool blocking);
+  /// `after_done` runs on the thread that waits for the work, once it succeeded.
+  Work submit(Call call, Body body, bool blocking, std::function<void()> after_done = nullptr);
+  /// submit() for a collective on `tensors`, staged through host memory when they are on a
+  /// device (comm/device_staging.h).
+  Work submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking);
   void execute(Task& task);
   void run_queued_through(detail::WorkState& state);
   /// Runs `tasks` on this thread as the one collective runner; `lock` holds mutex_.

@@ -21,6 +21,9 @@ void Work::wait() const {
   // No deadline here: every collective is bounded by the process group's own timeout.
   state_->done_changed.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);
+  const auto after_done = state_->after_done;
+  lock.unlock();
+  if (after_done) after_done();
 }
 
 bool Work::is_completed() const {

@@ -20,6 +20,9 @@ struct WorkState {
   /// Set while queued: runs the work (and what is queued before it) on the waiting thread
   /// when the background thread has not started it, sparing two thread hand-offs.
   std::function<void(WorkState&)> run_here;
+  /// Run by every wait() that sees the work succeed, on the waiting thread: how a staged
+  /// collective orders the waiter's current CUDA stream after its copies back.
+  std::function<void()> after_done;
 
   void finish(std::vector<at::Tensor> results, std::exception_ptr failure) {
     {

@@ -148,5 +148,26 @@ TEST(Threads, BadTensorsAreRejectedBeforeAnythingIsSent) {
   EXPECT_EQ(m[4], "no error");  // world size 1 divides anything
 }
 
+// A CPU machine has no CUDA tensors to pass, but libtorch's meta device stands in for any
+// device the build does not move.
+TEST(Threads, TensorsOnAnotherDeviceOrOnTwoDevicesAreRefusedWithTheReason) {
+  const auto results = on_threads(1, [](Communicator& comm) {
+    std::vector<std::string> messages;
+    const auto on_meta = torch::ones({2}, torch::TensorOptions().device(torch::kMeta));
+    for (const auto& tensors : {std::vector<torch::Tensor>{on_meta}, {torch::ones({2}), on_meta}}) {
+      try {
+        comm.all_reduce(tensors, ReduceOp::Sum, true);
+        messages.push_back("no error");
+      } catch (const Error& e) {
+        messages.push_back(e.what());
+      }
+    }
+    return messages;
+  });
+  const auto& m = results[0];
+  EXPECT_EQ(m[0].rfind("lockstep::all_reduce: the tensor is on meta", 0), 0u) << m[0];
+  EXPECT_EQ(m[1], "lockstep::all_reduce: one call has tensors on cpu and on meta; pass tensors of one device");
+}
+
 }  // namespace
 }  // namespace lockstep

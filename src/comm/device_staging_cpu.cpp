@@ -1,0 +1,21 @@
+// The CPU build's staging: the libtorch it was built against has no CUDA, so no tensor can
+// be on a device, and one that is (from another library) is refused with the reason.
+#include "comm/device_staging.h"
+
+#include "lockstep/comm/error.h"
+
+namespace lockstep {
+
+std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, const std::string& where) {
+  for (const auto& t : tensors) {
+    if (!t.device().is_cpu()) {
+      throw Error(where + "the tensor is on " + t.device().str() + ", but this lockstep moves CPU tensors only "
+                  "(it was built against a libtorch without CUDA; see docs/GPU.md); pass tensor.cpu()");
+    }
+  }
+  return nullptr;
+}
+
+bool built_with_cuda() { return false; }
+
+}  // namespace lockstep
