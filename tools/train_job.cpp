@@ -1,6 +1,5 @@
 #include "train_job.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -22,6 +21,7 @@
 #include "lockstep/data/registry.h"
 #include "lockstep/data/transforms.h"
 #include "lockstep/ddp/scripted_module.h"
+#include "lockstep/train/device.h"
 #include "lockstep/train/models.h"
 #include "lockstep/train/trainer.h"
 
@@ -85,6 +85,11 @@ void TrainJob::add_options(CLI::App& command) {
   mode_option = command.add_option("--mode", mode, "threads (replicas in one process) or processes (one per worker)")
                     ->check(CLI::IsMember({"threads", "processes"}))
                     ->capture_default_str();
+  command.add_option("--device", device, "auto (cuda when a GPU is visible), cpu, cuda (a GPU per worker, by local rank) or cuda:N")
+      ->capture_default_str();
+  command.add_option("--precision", precision, "fp32, or bf16 (mixed precision through autocast)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   command.add_option("--epochs", epochs, "Epochs")->capture_default_str();
   command.add_option("--batch-size", batch_size, "Examples per batch and worker")->capture_default_str();
   command.add_option("--optimizer", optimizer, "sgd, adam or adamw")
@@ -122,6 +127,10 @@ void TrainJob::add_options(CLI::App& command) {
 }
 
 void TrainJob::resolve_defaults() {
+  // One worker per visible GPU, as torchrun users set --nproc-per-node.
+  if ((workers_option == nullptr || workers_option->count() == 0) && train::choose_device(device, 0).is_cuda()) {
+    workers = train::visible_gpus();
+  }
   const bool sgd = optimizer == "sgd";
   if (lr_option == nullptr || lr_option->count() == 0) lr = sgd ? 0.05 : 1e-3;
   if (weight_decay_option == nullptr || weight_decay_option->count() == 0) {
@@ -149,6 +158,7 @@ void TrainJob::check() const {
                       "one; leave out --mode threads");
   }
   if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + exact(weight_decay));
+  train::choose_device(device, 0);  // says why CUDA cannot be used, before any worker starts
   check_model();
   check_out();
 }
@@ -190,7 +200,7 @@ std::string TrainJob::newest_run() const {
 
 std::vector<std::string> TrainJob::as_arguments() const {
   std::vector<std::string> a = {"--dataset", dataset, "--model", model, "--workers", std::to_string(workers),
-                                "--mode", mode,
+                                "--mode", mode, "--device", device, "--precision", precision,
                                 "--optimizer", optimizer,
                                 "--epochs", std::to_string(epochs), "--batch-size", std::to_string(batch_size),
                                 "--lr", exact(lr), "--momentum", exact(momentum),
@@ -318,6 +328,8 @@ void keep_scripted_model(const TrainJob& job) {
 int train_worker(const TrainJob& job, const JobData& d) {
   if (job.scripted_model() && lockstep::rank() == 0) keep_scripted_model(job);
   const JobModel model = make_job_model(job, d);
+  const torch::Device device = train::choose_device(job.device, lockstep::local_rank());
+  model.module->to(device);
   auto optimizer = make_optimizer(job, model.module->parameters());
   auto options = train::TrainerOptions()
                      .epochs(job.epochs)
@@ -331,18 +343,22 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .resume(job.resume)
                      .stop_after_step(job.stop_after_step)
                      .handle_signals(true)
-                     .model_name(job.model_label());
+                     .model_name(job.model_label())
+                     .autocast_bf16(job.precision == "bf16");
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
   train::Trainer trainer(model.module, model.forward, optimizer, train::cross_entropy_loss(), options);
   if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));
 
   const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(job.batch_size)).seed(job.seed);
-  data::PrefetchLoader train_loader(d.train_set,
-                                    data::LoaderOptions().sampler(sampler).transform(d.train_transform).threads(job.threads));
+  const bool pin = device.is_cuda();  // so that batches reach the GPU without blocking
+  data::PrefetchLoader train_loader(
+      d.train_set,
+      data::LoaderOptions().sampler(sampler).transform(d.train_transform).threads(job.threads).pin_memory(pin));
   data::PrefetchLoader val_loader(d.val_set, data::LoaderOptions()
                                                  .sampler(data::SamplerOptions(sampler).shuffle(false).even(false))
                                                  .transform(d.val_transform)
-                                                 .threads(job.threads));
+                                                 .threads(job.threads)
+                                                 .pin_memory(pin));
   const auto result = trainer.fit(train_loader, &val_loader);
   if (lockstep::rank() == 0) {
     if (result.preempted) {

@@ -19,6 +19,8 @@ struct TrainJob {
   std::string model = "cnn";  // a built-in name, or a TorchScript file (FILE.pt)
   int workers = 2;
   std::string mode = "threads";  // threads: replicas in this process; processes: one per worker
+  std::string device = "auto";   // auto, cpu, cuda or cuda:N (lockstep::train::choose_device)
+  std::string precision = "fp32";  // fp32, or bf16: autocast on the device
   int64_t epochs = 5;
   int64_t batch_size = 64;  // per worker
   std::string optimizer = "sgd";

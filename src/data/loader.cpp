@@ -153,7 +153,9 @@ Batch PrefetchLoader::State::build(size_t batch_index, int64_t& skipped_samples)
                       "; add resize() or center_crop() to the transform so images stack");
     }
   }
-  return {torch::stack(images), torch::tensor(labels, torch::kInt64)};
+  Batch batch{torch::stack(images), torch::tensor(labels, torch::kInt64)};
+  if (options.pin_memory()) batch = {batch.images.pin_memory(), batch.labels.pin_memory()};
+  return batch;
 }
 
 PrefetchLoader::PrefetchLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions options) {

@@ -7,27 +7,29 @@
 namespace lockstep::train {
 namespace {
 
-// How many rows of `output` have their target among their k highest scores.
-double correct_in_top(const torch::Tensor& output, const torch::Tensor& target, int64_t k) {
+// How many rows of `output` have their target among their k highest scores, as a tensor.
+torch::Tensor correct_in_top(const torch::Tensor& output, const torch::Tensor& target, int64_t k) {
   const auto top = std::get<1>(output.topk(std::min(k, output.size(1)), 1));
-  return top.eq(target.unsqueeze(1)).any(1).sum().item<double>();
+  return top.eq(target.unsqueeze(1)).any(1).sum();
 }
 
 }  // namespace
 
 void MetricSums::add(const torch::Tensor& output, const torch::Tensor& target, const torch::Tensor& loss) {
   const double n = static_cast<double>(target.size(0));
-  loss_sum_ += loss.item<double>() * n;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(loss.device());
+  if (!sums_.defined()) sums_ = torch::zeros({3}, options);
   samples_ += n;
   classifier_ = output.dim() == 2 && target.dim() == 1 && target.scalar_type() == torch::kInt64;
-  if (classifier_) {
-    top1_ += correct_in_top(output, target, 1);
-    top5_ += correct_in_top(output, target, 5);
-  }
+  const auto zero = torch::zeros({}, options);
+  sums_ += torch::stack({loss.detach().to(torch::kFloat64) * n,
+                         classifier_ ? correct_in_top(output, target, 1).to(torch::kFloat64) : zero,
+                         classifier_ ? correct_in_top(output, target, 5).to(torch::kFloat64) : zero});
 }
 
 std::vector<std::pair<std::string, double>> MetricSums::reduce_across_ranks(double& global_samples) const {
-  auto sums = torch::tensor({loss_sum_, top1_, top5_, samples_}, torch::kFloat64);
+  auto sums = torch::cat({sums_.defined() ? sums_.cpu() : torch::zeros({3}, torch::kFloat64),
+                          torch::tensor({samples_}, torch::kFloat64)});
   lockstep::all_reduce(sums);
   const auto* s = sums.data_ptr<double>();
   global_samples = s[3];

@@ -9,7 +9,8 @@
 namespace lockstep::train {
 
 // A rank's running sums for one log interval: cheap to add to every step, reduced across
-// ranks (one small all_reduce) only when the interval is logged.
+// ranks (one small all_reduce) only when the interval is logged. The sums stay on the
+// outputs' device, so that a GPU step does not wait for its loss to reach the host.
 class MetricSums {
  public:
   void add(const torch::Tensor& output, const torch::Tensor& target, const torch::Tensor& loss);
@@ -20,9 +21,9 @@ class MetricSums {
   void clear() { *this = MetricSums(); }
 
  private:
-  double loss_sum_ = 0;
-  double top1_ = 0;
-  double top5_ = 0;
+  // loss × examples, top-1 and top-5 hits: float64 (exact for the counts), on the device;
+  // undefined until the first add().
+  torch::Tensor sums_;
   double samples_ = 0;
   bool classifier_ = false;
 };

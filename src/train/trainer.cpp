@@ -9,6 +9,7 @@
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/train/checkpoint.h"
+#include "train/autocast_guard.h"
 #include "train/distributed_checkpoint.h"
 #include "train/metric_sums.h"
 #include "train/signal_requests.h"
@@ -58,6 +59,7 @@ LossFunction mse_loss() {
 
 struct Trainer::State {
   std::shared_ptr<torch::nn::Module> module;
+  torch::Device device = torch::kCPU;  // the model's, where batches go
   Forward forward;
   std::shared_ptr<torch::optim::Optimizer> optimizer;
   LossFunction loss;
@@ -132,7 +134,19 @@ Trainer::Trainer(std::shared_ptr<torch::nn::Module> module, Forward forward,
   s.loss = loss ? std::move(loss) : cross_entropy_loss();
   s.options = std::move(options);
   s.ddp = std::make_unique<DistributedDataParallel>(s.module, s.options.ddp());
+  const auto parameters = s.module->parameters();
+  if (!parameters.empty()) s.device = parameters.front().device();
 }
+
+namespace {
+
+// A batch on `device`: copies that do not block the host when the batch is in pinned memory.
+data::Batch on_device(const data::Batch& batch, torch::Device device) {
+  if (batch.images.device() == device) return batch;
+  return {batch.images.to(device, /*non_blocking=*/true), batch.labels.to(device, /*non_blocking=*/true)};
+}
+
+}  // namespace
 
 Trainer::~Trainer() = default;
 
@@ -142,11 +156,16 @@ int64_t Trainer::step() const { return state_->step; }
 torch::nn::Module& Trainer::module() { return *state_->module; }
 torch::optim::Optimizer& Trainer::optimizer() { return *state_->optimizer; }
 
-StepOutput Trainer::train_step(const data::Batch& batch) {
+StepOutput Trainer::train_step(const data::Batch& host_batch) {
   State& s = *state_;
+  const data::Batch batch = on_device(host_batch, s.device);
   s.optimizer->zero_grad();
-  const torch::Tensor output = s.forward(batch.images);
-  const torch::Tensor loss = s.loss(output, batch.labels);
+  torch::Tensor output, loss;
+  {
+    AutocastGuard autocast(s.device.type(), s.options.autocast_bf16());
+    output = s.forward(batch.images);
+    loss = s.loss(output, batch.labels);
+  }
   loss.backward();  // DistributedDataParallel averages the gradients across ranks here
   return {output.detach(), loss.detach()};
 }
@@ -171,9 +190,11 @@ Record Trainer::evaluate(data::PrefetchLoader& loader) {
   {
     torch::NoGradGuard no_grad;
     loader.set_epoch(0);
-    while (auto batch = loader.next()) {
-      const torch::Tensor output = s.forward(batch->images);
-      sums.add(output, batch->labels, s.loss(output, batch->labels));
+    while (auto host_batch = loader.next()) {
+      const data::Batch batch = on_device(*host_batch, s.device);
+      AutocastGuard autocast(s.device.type(), s.options.autocast_bf16());
+      const torch::Tensor output = s.forward(batch.images);
+      sums.add(output, batch.labels, s.loss(output, batch.labels));
     }
   }
   module.train(was_training);
@@ -223,11 +244,12 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     train.set_epoch(s.epoch, s.epoch == start.epoch ? static_cast<size_t>(start.batch) : 0);
     module().train();
     int64_t batch_in_epoch = s.epoch == start.epoch ? start.batch : 0;
-    while (auto batch = train.next()) {
-      const StepOutput out = train_step(*batch);
+    while (auto host_batch = train.next()) {
+      const data::Batch batch = on_device(*host_batch, s.device);
+      const StepOutput out = train_step(batch);
       update();
       ++batch_in_epoch;
-      s.interval.add(out.output, batch->labels, out.loss);
+      s.interval.add(out.output, batch.labels, out.loss);
       if (s.step % o.log_every() == 0) s.log_interval();
       const SignalRequests::Asked asked = signals ? signals->agree(o.ddp().group()) : SignalRequests::Asked();
       const bool stop = asked.stop || (o.stop_after_step() > 0 && s.step >= o.stop_after_step());

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lockstep/train/device.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 #include "weight_lines.h"
@@ -44,7 +45,7 @@ std::vector<BadOptions> bad_options(const std::string& dir) {
   fs::create_directories(dir + "/empty");
   const auto made = run_process({PYTHON, std::string(SCRIPTS) + "/make_scripted_model.py", dir + "/twelve.pt", "--classes", "12"});
   EXPECT_EQ(made.exit_code, 0) << made.output;
-  return {
+  std::vector<BadOptions> cases = {
       {{"--data-path", dir + "/missing"}, dir + "/missing"},
       {{"--data-path", dir + "/empty"}, dir + "/empty"},
       {{"--data-path", truncated_copy(dir + "/truncated")}, dir + "/truncated"},
@@ -58,6 +59,8 @@ std::vector<BadOptions> bad_options(const std::string& dir) {
       {{"--model", dir + "/not-a-model.pt"}, dir + "/not-a-model.pt"},
       {{"--model", dir + "/twelve.pt"}, "[1, 12]"},
       {{"--optimizer", "rmsprop"}, "--optimizer"},
+      {{"--device", "tpu"}, "--device tpu is not a device"},
+      {{"--precision", "fp8"}, "--precision"},
       {{"--schedule", "linear"}, "--schedule"},
       {{"--epochs", "0"}, "--epochs"},
       {{"--batch-size", "-1"}, "--batch-size"},
@@ -66,6 +69,9 @@ std::vector<BadOptions> bad_options(const std::string& dir) {
       {{"--config", dir + "/unknown.toml"}, dir + "/unknown.toml:2"},
       {{"--max-restarts", "2"}, "--max-restarts"},  // restarts are for processes
   };
+  // Without a GPU (or a CUDA build), CUDA is a bad option that says which of the two is missing.
+  if (visible_gpus() == 0) cases.push_back({{"--device", "cuda"}, "--device cuda: "});
+  return cases;
 }
 
 // In both modes: one line from the launching process (no rank prefix), a non-zero status,

@@ -146,6 +146,27 @@ TEST_F(TrainerTest, ClipsGradientsToTheGivenNorm) {
   EXPECT_NEAR(std::sqrt(norm), 1e-3, 1e-6);
 }
 
+// bf16 mixed precision: the forward pass computes in bfloat16 under autocast (here the
+// CPU's, the model's device), while parameters and their gradients stay float32.
+TEST_F(TrainerTest, Bf16AutocastRunsTheForwardInBfloat16AndKeepsFloat32Parameters) {
+  for (const bool bf16 : {false, true}) {
+    auto linear = torch::nn::Linear(16, 2);
+    torch::ScalarType computed = torch::kFloat;
+    auto forward = [&](const torch::Tensor& images) {
+      const auto logits = linear->forward(images.flatten(1));
+      computed = logits.scalar_type();
+      return logits;
+    };
+    auto optimizer = std::make_shared<torch::optim::SGD>(linear->parameters(), torch::optim::SGDOptions(0.1));
+    Trainer trainer(linear.ptr(), forward, optimizer, cross_entropy_loss(), TrainerOptions().autocast_bf16(bf16));
+    data::PrefetchLoader loader(two_blobs(8), loader_options(8));
+    trainer.train_step(*loader.next());
+    EXPECT_EQ(computed, bf16 ? torch::kBFloat16 : torch::kFloat);
+    EXPECT_EQ(linear->weight.grad().scalar_type(), torch::kFloat);
+    EXPECT_EQ(linear->forward(torch::ones({1, 16})).scalar_type(), torch::kFloat) << "autocast left on after the step";
+  }
+}
+
 TEST_F(TrainerTest, BadOptionsNameTheSetting) {
   auto model = make_model("mlp", ModelOptions().in_channels(1).num_classes(2).image_size(4));
   auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));

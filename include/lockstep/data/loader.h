@@ -33,6 +33,9 @@ struct LoaderOptions {
   /// Leave out samples that fail to read (counted by skipped()) instead of failing the batch.
   /// A batch can then be smaller than the others; the number of batches does not change.
   TORCH_ARG(bool, skip_bad_samples) = false;
+  /// Build batches in page-locked memory, so that their copies to a GPU can run without
+  /// blocking (a CUDA build of libtorch, with a GPU, only).
+  TORCH_ARG(bool, pin_memory) = false;
 };
 
 /// Reads one rank's share of a dataset in background threads, ahead of training, batch by

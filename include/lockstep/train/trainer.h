@@ -64,6 +64,9 @@ struct TrainerOptions {
   TORCH_ARG(bool, handle_signals) = false;
   /// Recorded in checkpoints, to name the model when a checkpoint does not fit.
   TORCH_ARG(std::string, model_name);
+  /// Run forward passes and losses under bf16 autocast on the model's device (mixed
+  /// precision: parameters, gradients and the optimizer stay float32).
+  TORCH_ARG(bool, autocast_bf16) = false;
   TORCH_ARG(DDPOptions, ddp);
 };
 
@@ -113,8 +116,8 @@ class Trainer {
   /// Mean loss, top-1 and top-5 accuracy over one pass of `loader`, reduced across ranks.
   Record evaluate(data::PrefetchLoader& loader);
 
-  /// Forward, loss and backward of one batch; gradients are averaged across ranks when it
-  /// returns.
+  /// Forward, loss and backward of one batch (moved to the model's device first); gradients
+  /// are averaged across ranks when it returns.
   StepOutput train_step(const data::Batch& batch);
   /// Clips, sets the scheduled learning rate and steps the optimizer.
   void update();
