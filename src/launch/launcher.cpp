@@ -1,5 +1,7 @@
 #include "launch/launcher.h"
 
+#include <unistd.h>
+
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -43,6 +45,8 @@ int run_workers(const LaunchOptions& options) {
 
   JobAttempts attempts(options, store_port);
   const std::vector<std::string> inherited = current_environment();
+  // Workers write into pipes, so only the launcher can tell them their output reaches a person.
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
   std::vector<int> ranks;  // this node's
   for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
     ranks.push_back(options.node_rank * options.nproc_per_node + local_rank);
@@ -50,12 +54,13 @@ int run_workers(const LaunchOptions& options) {
   // A launcher started again after its node was lost joins the attempt in progress.
   for (int attempt = attempts.current();; ++attempt) {
     attempts.join(attempt);
-    WorkerGroup workers(options.stop_timeout);
+    WorkerGroup workers(options.stop_timeout, terminal);
     for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
       WorkerPlace place{ranks[local_rank], local_rank};
       try {
-        workers.add(place.rank, spawn_worker(options.command,
-                                             worker_environment(inherited, options, place, store_port, attempt)));
+        workers.add(place.rank,
+                    spawn_worker(options.command,
+                                 worker_environment(inherited, options, place, store_port, attempt, terminal)));
       } catch (const Error& error) {
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;

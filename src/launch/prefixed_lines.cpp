@@ -7,53 +7,49 @@
 namespace lockstep::launch {
 namespace {
 
-// A stream that never ends a line (a progress bar) is still shown once it grows this long.
+// A stream that never ends a line is still shown once it grows this long.
 constexpr std::size_t kLongestHeldLine = 64 * 1024;
-
-void write_all(int fd, const std::string& text) {
-  std::size_t written = 0;
-  while (written < text.size()) {
-    ssize_t result = write(fd, text.data() + written, text.size() - written);
-    if (result < 0 && errno == EINTR) {
-      continue;
-    }
-    if (result <= 0) {
-      return;  // the launcher's own output is gone; nothing useful to do with the line
-    }
-    written += static_cast<std::size_t>(result);
-  }
-}
 
 }  // namespace
 
-PrefixedLines::PrefixedLines(std::string prefix, int destination_fd)
-    : prefix_(std::move(prefix)), destination_fd_(destination_fd) {}
+PrefixedLines::PrefixedLines(std::string prefix, TerminalOutput& terminal, int destination_fd, bool bar_updates)
+    : prefix_(std::move(prefix)), terminal_(terminal), destination_fd_(destination_fd), bar_updates_(bar_updates) {}
 
 void PrefixedLines::append(const char* data, std::size_t size) {
   pending_.append(data, size);
-  std::size_t line_start = 0;
-  std::size_t newline;
-  while ((newline = pending_.find('\n', line_start)) != std::string::npos) {
-    write_line(line_start, newline + 1);
-    line_start = newline + 1;
+  const char* ends = bar_updates_ ? "\n\r" : "\n";
+  std::size_t start = 0;
+  std::size_t end;
+  while ((end = pending_.find_first_of(ends, start)) != std::string::npos) {
+    write_segment(pending_.substr(start, end + 1 - start));
+    start = end + 1;
   }
-  pending_.erase(0, line_start);
+  pending_.erase(0, start);
   if (pending_.size() >= kLongestHeldLine) {
-    flush();
+    write_pending();
   }
 }
 
 void PrefixedLines::flush() {
+  if (bar_updates_) terminal_.end_bar();
+  write_pending();
+}
+
+void PrefixedLines::write_pending() {
   if (!pending_.empty()) {
-    pending_ += '\n';
-    write_line(0, pending_.size());
+    write_segment(pending_ + '\n');
     pending_.clear();
   }
 }
 
-void PrefixedLines::write_line(std::size_t start, std::size_t end) {
-  // One write per line keeps it whole even when other processes share the destination.
-  write_all(destination_fd_, prefix_ + pending_.substr(start, end - start));
+void PrefixedLines::write_segment(const std::string& segment) {
+  if (bar_updates_ && segment.back() == '\r') {
+    terminal_.update_bar(segment.substr(0, segment.size() - 1));
+  } else if (bar_updates_ && segment == "\n" && terminal_.bar_shown()) {
+    terminal_.end_bar();  // the worker ended its bar with a newline: it stays as that epoch's summary
+  } else {
+    terminal_.write_line(destination_fd_, prefix_ + segment);
+  }
 }
 
 bool forward_available(int fd, PrefixedLines& lines) {

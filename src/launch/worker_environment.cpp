@@ -27,7 +27,7 @@ bool contradicts_worker_place(const std::string& entry) {
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
                                             const LaunchOptions& options, const WorkerPlace& place,
-                                            int store_port, int restart_count) {
+                                            int store_port, int restart_count, bool stdout_is_terminal) {
   std::vector<std::pair<std::string, std::string>> assigned = {
       {"RANK", std::to_string(place.rank)},
       {"WORLD_SIZE", std::to_string(options.nproc_per_node * options.nnodes)},
@@ -41,6 +41,8 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       {"LOCKSTEP_RESTART_COUNT", std::to_string(restart_count)},
       {"LOCKSTEP_HEARTBEAT", "1"},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      // Always set, so that one inherited from an outer launch cannot claim a terminal.
+      {"LOCKSTEP_TERMINAL", stdout_is_terminal ? "1" : "0"},
   };
   if (!options.backend.empty()) {
     assigned.emplace_back("LOCKSTEP_BACKEND", options.backend);

@@ -18,11 +18,13 @@ struct WorkerPlace {
 /// LOCKSTEP_WORLD_SIZE, LOCKSTEP_LOCAL_RANK, LOCKSTEP_LOCAL_WORLD_SIZE), plus the
 /// torchrun-compatible ones (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 /// MASTER_ADDR, MASTER_PORT), LOCKSTEP_USE_AGENT_STORE=1, the restart count
-/// (LOCKSTEP_RESTART_COUNT, and torchrun's TORCHELASTIC_RESTART_COUNT) and, with --backend,
-/// LOCKSTEP_BACKEND.
+/// (LOCKSTEP_RESTART_COUNT, and torchrun's TORCHELASTIC_RESTART_COUNT), LOCKSTEP_TERMINAL
+/// (1 when `stdout_is_terminal`: the launcher shows rank 0's progress bar, else 0) and, with
+/// --backend, LOCKSTEP_BACKEND.
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
                                             const LaunchOptions& options, const WorkerPlace& place,
-                                            int store_port, int restart_count = 0);
+                                            int store_port, int restart_count = 0,
+                                            bool stdout_is_terminal = false);
 
 /// This process's environment as "NAME=value" entries.
 std::vector<std::string> current_environment();

@@ -17,11 +17,6 @@ constexpr std::chrono::seconds kKillGrace{5};
 // How often heartbeats and the other nodes are checked on while the workers run.
 constexpr int kWatchEveryMs = 500;
 
-void report(const std::string& line) {
-  std::string text = "lockstep run: " + line + "\n";
-  (void)!write(STDERR_FILENO, text.data(), text.size());
-}
-
 std::string describe_signal(int signal) {
   return "signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
 }
@@ -77,7 +72,8 @@ void close_stream(int& fd, PrefixedLines& lines) {
 
 }  // namespace
 
-WorkerGroup::WorkerGroup(std::chrono::milliseconds stop_timeout) : stop_timeout_(stop_timeout) {}
+WorkerGroup::WorkerGroup(std::chrono::milliseconds stop_timeout, bool progress_bar)
+    : stop_timeout_(stop_timeout), progress_bar_(progress_bar), terminal_(STDOUT_FILENO) {}
 
 WorkerGroup::~WorkerGroup() {
   for (Worker& worker : workers_) {
@@ -89,7 +85,12 @@ WorkerGroup::~WorkerGroup() {
 void WorkerGroup::add(int rank, const WorkerProcess& process) {
   std::string prefix = "[rank " + std::to_string(rank) + "] ";
   workers_.push_back(Worker{rank, process.pid, process.stdout_fd, process.stderr_fd,
-                            PrefixedLines(prefix, STDOUT_FILENO), PrefixedLines(prefix, STDERR_FILENO)});
+                            PrefixedLines(prefix, terminal_, STDOUT_FILENO, progress_bar_ && rank == 0),
+                            PrefixedLines(prefix, terminal_, STDERR_FILENO)});
+}
+
+void WorkerGroup::report(const std::string& line) {
+  terminal_.write_line(STDERR_FILENO, "lockstep run: " + line + "\n");
 }
 
 void WorkerGroup::watch(std::unique_ptr<HeartbeatMonitor> heartbeats) { heartbeats_ = std::move(heartbeats); }

@@ -9,6 +9,7 @@
 #include "launch/heartbeat_monitor.h"
 #include "launch/prefixed_lines.h"
 #include "launch/signal_inbox.h"
+#include "launch/terminal_output.h"
 #include "launch/worker_process.h"
 
 namespace lockstep::launch {
@@ -16,10 +17,12 @@ namespace lockstep::launch {
 /// The workers one launcher started, watched until all have ended. Forwards their output
 /// line by line under "[rank R] ", and stops them all (the stop signal, then SIGKILL after
 /// `stop_timeout`) as soon as one fails or the launcher is asked to stop. Every wait is bounded
-/// once stopping has begun. SIGUSR1 is passed on to the workers, which keep running.
+/// once stopping has begun. SIGUSR1 is passed on to the workers, which keep running. With
+/// `progress_bar` (the launcher's stdout is a terminal), rank 0's bar updates ("TEXT\r") are
+/// shown as one bar redrawn in place below the lines.
 class WorkerGroup {
  public:
-  explicit WorkerGroup(std::chrono::milliseconds stop_timeout);
+  WorkerGroup(std::chrono::milliseconds stop_timeout, bool progress_bar);
   ~WorkerGroup();
 
   WorkerGroup(const WorkerGroup&) = delete;
@@ -62,6 +65,7 @@ class WorkerGroup {
   };
   using Clock = std::chrono::steady_clock;
 
+  void report(const std::string& line);
   void reap_exited_workers();
   void check_watchers();
   void on_worker_ended(Worker& worker, int wait_status);
@@ -72,6 +76,8 @@ class WorkerGroup {
   std::vector<Worker*> running_workers();
 
   std::chrono::milliseconds stop_timeout_;
+  bool progress_bar_;
+  TerminalOutput terminal_;  // before workers_, whose lines write through it
   std::vector<Worker> workers_;
   std::optional<int> exit_status_;  // set once stopping has begun
   std::optional<Clock::time_point> deadline_;

@@ -1,7 +1,10 @@
 // Progress for people: a bar redrawn in place on a terminal, plain lines in a log file.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "lockstep/train/metrics_sink.h"
 
@@ -89,7 +92,9 @@ class ConsoleSink : public MetricsSink {
                          std::to_string(record.total_steps) + " ETA " + eta_text(record) + values_text(record);
       const size_t width = line.size();
       if (width < bar_width_) line.append(bar_width_ - width, ' ');  // wipe a longer previous line
-      out_ << "\r" << line;
+      // "\r" after the text, not before: a reader splitting at '\r' (the launcher) gets each
+      // update as soon as it is written.
+      out_ << line << "\r";
       bar_width_ = width;
     } else {
       out_ << epoch_text(record) << " step " << record.step << "/" << record.total_steps << " ETA "
@@ -119,6 +124,15 @@ class ConsoleSink : public MetricsSink {
 
 std::unique_ptr<MetricsSink> console_sink(std::ostream& out, bool interactive) {
   return std::make_unique<ConsoleSink>(out, interactive);
+}
+
+bool interactive_console() {
+  const char* launcher_terminal = std::getenv("LOCKSTEP_TERMINAL");
+  if (launcher_terminal != nullptr && std::string(launcher_terminal) == "1") return true;
+  for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK"}) {
+    if (std::getenv(name) != nullptr) return false;  // a launcher's pipe or pty, perhaps into a log
+  }
+  return isatty(STDOUT_FILENO) != 0;
 }
 
 }  // namespace lockstep::train

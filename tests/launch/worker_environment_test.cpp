@@ -81,5 +81,16 @@ TEST(WorkerEnvironment, OneOpenMpThreadPerWorkerUnlessTheUserChose) {
   EXPECT_FALSE(names(worker_environment({}, alone, WorkerPlace{1, 0}, 29500), "OMP_NUM_THREADS"));
 }
 
+TEST(WorkerEnvironment, TellsWorkersWhetherTheLaunchersStdoutIsATerminal) {
+  // An inherited value (an outer launch's) never survives: this launcher's stdout decides.
+  const auto piped = worker_environment({"LOCKSTEP_TERMINAL=1"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500);
+  EXPECT_TRUE(has(piped, "LOCKSTEP_TERMINAL=0"));
+  EXPECT_FALSE(has(piped, "LOCKSTEP_TERMINAL=1"));
+  const auto terminal = worker_environment({"LOCKSTEP_TERMINAL=0"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500,
+                                           0, /*stdout_is_terminal=*/true);
+  EXPECT_TRUE(has(terminal, "LOCKSTEP_TERMINAL=1"));
+  EXPECT_FALSE(has(terminal, "LOCKSTEP_TERMINAL=0"));
+}
+
 }  // namespace
 }  // namespace lockstep::launch

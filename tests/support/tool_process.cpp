@@ -36,22 +36,35 @@ std::string name_of(const std::string& entry) { return entry.substr(0, entry.fin
 
 }  // namespace
 
-ToolProcess::ToolProcess(const std::vector<std::string>& command,
-                         const std::vector<std::string>& extra_environment, const InheritFilter& inherit) {
-  std::vector<std::string> arguments = command;
+std::vector<std::string> environment_with(const std::vector<std::string>& extra, const InheritFilter& inherit) {
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     bool replaced = false;
-    for (const std::string& extra : extra_environment) {
-      replaced = replaced || name_of(extra) == name_of(*entry);
+    for (const std::string& added : extra) {
+      replaced = replaced || name_of(added) == name_of(*entry);
     }
     if (!replaced && (!inherit || inherit(*entry))) {
       environment.emplace_back(*entry);
     }
   }
-  environment.insert(environment.end(), extra_environment.begin(), extra_environment.end());
-  std::vector<char*> argv = as_null_terminated(arguments);
-  std::vector<char*> envp = as_null_terminated(environment);
+  environment.insert(environment.end(), extra.begin(), extra.end());
+  return environment;
+}
+
+PreparedProgram::PreparedProgram(std::vector<std::string> command, std::vector<std::string> environment)
+    : command_(std::move(command)),
+      environment_(std::move(environment)),
+      argv_(as_null_terminated(command_)),
+      envp_(as_null_terminated(environment_)) {}
+
+void PreparedProgram::exec() const {
+  execvpe(argv_[0], argv_.data(), envp_.data());
+  _exit(126);
+}
+
+ToolProcess::ToolProcess(const std::vector<std::string>& command,
+                         const std::vector<std::string>& extra_environment, const InheritFilter& inherit) {
+  const PreparedProgram program(command, environment_with(extra_environment, inherit));
   std::string stdout_path = output_directory_.path() + "/stdout";
   std::string stderr_path = output_directory_.path() + "/stderr";
 
@@ -64,8 +77,7 @@ ToolProcess::ToolProcess(const std::vector<std::string>& command,
     int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
-    execvpe(argv[0], argv.data(), envp.data());
-    _exit(126);
+    program.exec();
   }
 }
 

@@ -27,6 +27,28 @@ class TemporaryDirectory {
 /// Which of the test's own "NAME=value" entries a started process inherits.
 using InheritFilter = std::function<bool(const std::string& entry)>;
 
+/// This process's "NAME=value" entries that `inherit` keeps (all, without it), with `extra`
+/// added or replacing those of the same name: the environment a started program gets.
+std::vector<std::string> environment_with(const std::vector<std::string>& extra, const InheritFilter& inherit);
+
+/// PROGRAM (looked up in PATH), its arguments and its environment, made ready before fork():
+/// the child of a threaded test process must not allocate, so it only calls exec().
+class PreparedProgram {
+ public:
+  PreparedProgram(std::vector<std::string> command, std::vector<std::string> environment);
+  PreparedProgram(const PreparedProgram&) = delete;
+  PreparedProgram& operator=(const PreparedProgram&) = delete;
+
+  /// In the forked child: becomes the program; exits 126 when it cannot.
+  [[noreturn]] void exec() const;
+
+ private:
+  std::vector<std::string> command_;
+  std::vector<std::string> environment_;
+  std::vector<char*> argv_;  // point into the strings above
+  std::vector<char*> envp_;
+};
+
 /// A program a test starts and watches from outside, as a user's shell would: stdout and
 /// stderr go to files, extra "NAME=value" entries are added to (or replace) the inherited
 /// environment. A process still running when this is destroyed is SIGKILLed.

@@ -12,9 +12,7 @@
 #include "support/tool_process.h"
 
 namespace lockstep::testing {
-namespace {
 
-// Variables of launchers that must not leak from the test's environment into workers.
 bool is_launcher_variable(const std::string& entry) {
   for (const char* prefix : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
                              "MASTER_ADDR=", "MASTER_PORT=", "OMPI_", "PMIX_", "SLURM_",
@@ -23,8 +21,6 @@ bool is_launcher_variable(const std::string& entry) {
   }
   return false;
 }
-
-}  // namespace
 
 std::vector<Finished> run_processes(int n, const std::vector<std::string>& argv,
                                     const std::function<Env(int rank)>& env_for,

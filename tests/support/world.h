@@ -18,6 +18,10 @@ struct Finished {
   std::string output;  // stdout and stderr together
 };
 
+/// Whether "NAME=value" is a launcher's (RANK, OMPI_*, LOCKSTEP_*, ...), which must not leak
+/// from the test's own environment into the processes it starts.
+bool is_launcher_variable(const std::string& entry);
+
 /// Starts `n` processes of `argv`, rank r with `env_for(r)` added to a clean environment
 /// (no RANK, OMPI_*, ... from the test's own), and waits for all of them, killing what is
 /// left at `deadline`.

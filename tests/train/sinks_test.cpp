@@ -1,7 +1,11 @@
 // The text sinks: JSON Lines written and read back exactly, CSV columns, console lines.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -161,8 +165,8 @@ TEST(Console, ABarRedrawnInPlaceOnATerminal) {
   sink->write(train_record());
   sink->write(val_record());
   EXPECT_EQ(out.str(),
-            "\repoch 2/5 [==>                 ] 469/4690 ETA 4m30s loss 0.3412 top1 88.1% 1320 samples/s"
-            "\repoch 2/5 [=====>              ] 1234/4690 ETA 3m53s loss 0.3412 top1 88.1% 1320 samples/s"
+            "epoch 2/5 [==>                 ] 469/4690 ETA 4m30s loss 0.3412 top1 88.1% 1320 samples/s\r"
+            "epoch 2/5 [=====>              ] 1234/4690 ETA 3m53s loss 0.3412 top1 88.1% 1320 samples/s\r"
             "\nepoch 2/5 val loss 0.3012 top1 89.4% top5 99.8%\n");
 }
 
@@ -175,10 +179,38 @@ TEST(Console, AShorterBarLineWipesTheLongerOne) {
   record.step = 4690;
   sink->write(record);
   sink->flush();
-  const std::string last = out.str().substr(out.str().rfind('\r'));
+  const size_t first_width = out.str().find('\r');
+  const std::string last = out.str().substr(first_width + 1);
   EXPECT_TRUE(contains(last, "[====================] 4690/4690 ETA 0s loss 0.2500    ")) << last;
-  EXPECT_EQ(last.back(), '\n');
-  EXPECT_EQ(last.size(), out.str().find('\r', 1) + 1);  // as wide as the first line, plus the newline
+  EXPECT_EQ(last.substr(first_width), "\r\n");  // as wide as the first line, then the bar's end
+}
+
+// Sets (or, given nullptr, removes) an environment variable for as long as it lives.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedVariable() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(Console, ABarOnlyOnATerminalOutsideALaunchOrWhenLockstepsLauncherSaysSo) {
+  ScopedVariable no_rank("RANK", nullptr), no_lockstep_rank("LOCKSTEP_RANK", nullptr),
+      no_mpi_rank("OMPI_COMM_WORLD_RANK", nullptr), no_terminal("LOCKSTEP_TERMINAL", nullptr);
+  EXPECT_EQ(train::interactive_console(), isatty(STDOUT_FILENO) != 0);
+  {
+    ScopedVariable launched("OMPI_COMM_WORLD_RANK", "0");
+    EXPECT_FALSE(train::interactive_console());  // mpirun's pty may lead to a log file
+    ScopedVariable terminal("LOCKSTEP_TERMINAL", "1");
+    EXPECT_TRUE(train::interactive_console());
+  }
+  ScopedVariable launched("RANK", "0"), piped("LOCKSTEP_TERMINAL", "0");
+  EXPECT_FALSE(train::interactive_console());
 }
 
 }  // namespace

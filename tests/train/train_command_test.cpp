@@ -1,5 +1,6 @@
 // `lockstep train` as a user runs it: resuming bit-exactly, resuming on another world size,
-// refusing bad checkpoints, config files, and the default job's accuracy.
+// refusing bad checkpoints, config files, progress on a terminal or a pipe, and the default
+// job's accuracy.
 #include <signal.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "lockstep/train/metrics_sink.h"
 #include "lockstep/train/models.h"
 #include "lockstep/train/trainer.h"
+#include "support/pty_process.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 
@@ -322,6 +324,63 @@ TEST(Examples, ReplicasTrainsOnFashionMnistExportedInImageNetsLayout) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "epoch 1/1 step 2/2")) << run.output;
   EXPECT_TRUE(contains(run.output, "resnet34 on 2 replicas: val top-1 ")) << run.output;
+}
+
+// 1024 examples on 2 workers in batches of 32: 16 steps in one epoch, progress every 2.
+std::vector<std::string> progress_job(const std::string& out, const std::string& mode) {
+  return {LOCKSTEP_TOOL, "train", "--limit", "1024", "--val-limit", "256", "--epochs", "1", "--batch-size", "32",
+          "--log-every", "2", "-n", "2", "--mode", mode, "--out", out};
+}
+
+// How many pieces of `output` ending in '\r' hold a whole bar: ETA and samples/s on one line.
+int bar_updates(const std::string& output) {
+  int updates = 0;
+  size_t start = 0;
+  for (size_t end = output.find('\r'); end != std::string::npos; start = end + 1, end = output.find('\r', start)) {
+    const std::string piece = output.substr(start, end - start);
+    updates += contains(piece, "ETA") && contains(piece, "samples/s") && !contains(piece, "\n");
+  }
+  return updates;
+}
+
+// On a terminal, worker processes' progress reaches it through the launcher's pipes, which
+// must still show it as one bar redrawn in place, and without the "[rank 0] " prefix.
+TEST(TrainCommand, OnATerminalProgressIsOneBarRedrawnInPlaceInBothModes) {
+  TemporaryDirectory dir;
+  for (const std::string mode : {"processes", "threads"}) {
+    const auto run = testing::run_in_terminal(progress_job(dir.path() + "/" + mode, mode));
+    ASSERT_EQ(run.exit_code, 0) << mode << "\n" << run.output;
+    EXPECT_GE(bar_updates(run.output), 3) << mode << "\n" << run.output;
+    EXPECT_FALSE(contains(run.output, "epoch 1/1 step ")) << mode << "\n" << run.output;
+    EXPECT_FALSE(contains(run.output, "[rank 0] epoch 1/1 [")) << mode << "\n" << run.output;
+    // The bar's last state stays as a line of its own, and validation comes below it.
+    const std::string prefix = mode == "processes" ? "[rank 0] " : "";
+    EXPECT_TRUE(contains(run.output, "\r\n" + prefix + "epoch 1/1 val loss ")) << mode << "\n" << run.output;
+  }
+}
+
+// mpirun gives its ranks a pty even when its own output goes to a file: a rank that no
+// lockstep launcher told of a terminal writes plain lines.
+TEST(TrainCommand, ARankOfAnotherLaunchWritesPlainLinesEvenOnATerminal) {
+  TemporaryDirectory dir;
+  const auto run = testing::run_in_terminal(
+      {"/bin/sh", "-c", "RANK=0 WORLD_SIZE=1 exec '" LOCKSTEP_TOOL "' train --limit 256 --val-limit 64 --epochs 1 "
+                        "--batch-size 32 --log-every 2 --out '" + dir.path() + "/run'"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_FALSE(contains(run.output, "\r")) << run.output;
+  EXPECT_TRUE(contains(run.output, "epoch 1/1 step 8/8 ETA 0s")) << run.output;
+}
+
+// CI logs, pipes and files get plain lines: not one carriage return.
+TEST(TrainCommand, ThroughAPipeOutputIsPlainLinesWithoutCarriageReturnsInBothModes) {
+  TemporaryDirectory dir;
+  for (const std::string mode : {"processes", "threads"}) {
+    const auto run = run_process(progress_job(dir.path() + "/" + mode, mode));
+    ASSERT_EQ(run.exit_code, 0) << mode << "\n" << run.output;
+    EXPECT_FALSE(contains(run.output, "\r")) << mode << "\n" << run.output;
+    EXPECT_TRUE(contains(run.output, "epoch 1/1 step 16/16 ETA 0s")) << mode << "\n" << run.output;
+    EXPECT_TRUE(contains(run.output, "epoch 1/1 val loss ")) << mode << "\n" << run.output;
+  }
 }
 
 // The README's `make run`: no arguments at all. Fashion-MNIST's benchmark lists 91.6% for

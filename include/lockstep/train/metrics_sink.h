@@ -50,9 +50,17 @@ std::unique_ptr<MetricsSink> csv_sink(const std::string& path);
 std::unique_ptr<MetricsSink> tensorboard_sink(const std::string& dir);
 
 /// Human progress: when `interactive` (a terminal), a progress bar redrawn in place with
-/// epoch, step, ETA, loss and samples/s; otherwise one plain line per record. Validation
-/// records get a line of their own; top1/top5 print as percentages.
+/// epoch, step, ETA, loss and samples/s, each update written as "TEXT\r" and the bar ended
+/// by "\n"; otherwise one plain line per record, with no '\r' at all. Validation records get
+/// a line of their own; top1/top5 print as percentages.
 std::unique_ptr<MetricsSink> console_sink(std::ostream& out, bool interactive);
+
+/// Whether this process's stdout should show console_sink's bar: when it is a terminal and no
+/// launcher started the process (none of RANK, LOCKSTEP_RANK, OMPI_COMM_WORLD_RANK set), or
+/// when lockstep's launcher, whose stdout is a terminal, says so with LOCKSTEP_TERMINAL=1.
+/// Under mpirun or torchrun a worker's stdout may be a pty even when the job's output goes
+/// to a file, so there it is plain lines.
+bool interactive_console();
 
 /// Reads a JSON Lines metrics file back (for plots and tests); null values read as NaN. A
 /// missing file or a bad line throws DataError naming the file (and line).
