@@ -8,7 +8,6 @@
 //
 //   lockstep data export-imagenet-layout --dataset fashion-mnist --out /tmp/fmnist-imagenet
 //   lockstep run -n 2 -- imagenet_resnet --data /tmp/fmnist-imagenet --limit 960
-#include <unistd.h>
 
 #include <iostream>
 
@@ -52,7 +51,7 @@ int main(int argc, char** argv) {
   auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   train::Trainer trainer(model, optimizer, train::cross_entropy_loss(),
                          train::TrainerOptions().epochs(epochs).lr(0.1).log_every(10));
-  if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, isatty(STDOUT_FILENO) != 0));
+  if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));
 
   const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(batch_size));
   data::PrefetchLoader train_loader(train_set, data::LoaderOptions().sampler(sampler).transform(augment));
