@@ -3,7 +3,8 @@
 # libtorch keep that code compiling. Debian's CPU libtorch ships c10's CUDA headers but not
 # the one its CUDA build generates (cuda_cmake_macros.h), hence C10_CUDA_NO_CMAKE_CONFIGURE_FILE.
 find_package(CUDAToolkit QUIET)
-file(GLOB LOCKSTEP_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
+# Every source of src/cuda/; src/CMakeLists.txt compiles them in the CUDA build.
+set(LOCKSTEP_CUDA_SOURCES ${PROJECT_SOURCE_DIR}/src/cuda/cuda_staging.cpp)
 if(CUDAToolkit_FOUND)
   set(cuda_syntax_includes
     "$<TARGET_PROPERTY:torch,INTERFACE_INCLUDE_DIRECTORIES>"

@@ -5,22 +5,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <tuple>
-
-#include <ATen/Parallel.h>
 #include <iostream>
 
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-#include <torch/csrc/jit/python/update_graph_executor_opt.h>
+#include <ATen/Parallel.h>
 
+#include "job_data.h"
+#include "job_model.h"
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
-#include "lockstep/data/registry.h"
-#include "lockstep/data/transforms.h"
-#include "lockstep/ddp/scripted_module.h"
 #include "lockstep/train/device.h"
 #include "lockstep/train/models.h"
 #include "lockstep/train/trainer.h"
@@ -29,38 +22,6 @@ namespace lockstep::tools {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Per-channel mean and standard deviation of the first images: the normalization every
-// dataset gets, with no table of per-dataset constants to keep.
-std::pair<std::vector<double>, std::vector<double>> channel_statistics(const data::Dataset& dataset) {
-  std::vector<torch::Tensor> images;
-  for (size_t i = 0; i < std::min<size_t>(dataset.size(), 512); ++i) {
-    images.push_back(dataset.get(i).image.to(torch::kFloat).div(255).flatten(1));
-  }
-  const auto pixels = torch::cat(images, 1);
-  std::vector<double> mean, std;
-  for (int64_t c = 0; c < pixels.size(0); ++c) {
-    mean.push_back(pixels[c].mean().item<double>());
-    std.push_back(std::max(pixels[c].std().item<double>(), 1e-3));
-  }
-  return {mean, std};
-}
-
-// Small images keep their size (with --augment, padded random crops and flips); large ones
-// are cropped to 224 as for ImageNet.
-std::pair<data::Transform, data::Transform> transforms_for(int64_t image_size, bool augment,
-                                                           const data::Dataset& train) {
-  const auto [mean, std] = channel_statistics(train);
-  const auto normalize = data::normalize(mean, std);
-  if (image_size <= 64) {
-    if (!augment) return {normalize, normalize};
-    return {data::compose({data::random_crop(image_size, std::max<int64_t>(image_size / 14, 1)), data::horizontal_flip(),
-                           normalize}),
-            normalize};
-  }
-  return {data::compose({data::random_resized_crop(224), data::horizontal_flip(), normalize}),
-          data::compose({data::resize(256), data::center_crop(224), normalize})};
-}
 
 // Every digit, so that the workers get exactly the value the user gave.
 std::string exact(double value) {
@@ -221,29 +182,6 @@ std::vector<std::string> TrainJob::as_arguments() const {
 
 namespace {
 
-// What every worker reads: opened once per process, and shared by its replicas.
-struct JobData {
-  std::shared_ptr<data::Dataset> train_set;
-  std::shared_ptr<data::Dataset> val_set;
-  std::string val_split;
-  int64_t image_size;
-  data::Transform train_transform;
-  data::Transform val_transform;
-};
-
-JobData open_job_data(const TrainJob& job) {
-  const data::Registry registry = job.datasets.load(job.dataset);
-  const auto& entry = registry.at(job.dataset);
-  JobData d;
-  d.val_split = !job.val_split.empty() ? job.val_split : data::held_out_split(entry);
-  d.train_set = data::first_examples(data::open_dataset(entry, "train"), job.limit);
-  d.val_set = data::first_examples(data::open_dataset(entry, d.val_split), job.val_limit);
-  const auto sample = d.train_set->get(0).image;
-  d.image_size = sample.size(1) <= 64 ? sample.size(1) : 224;
-  std::tie(d.train_transform, d.val_transform) = transforms_for(d.image_size, job.augment, *d.train_set);
-  return d;
-}
-
 // With LOCKSTEP_TIMING set, rank 0 prints when it reached each phase of its start, on the
 // steady clock every process of the machine shares (bench/recovery times restarts by it).
 void report_timing(const char* phase) {
@@ -253,75 +191,6 @@ void report_timing(const char* phase) {
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
   std::cout << "lockstep train timing: " << phase << " at "
             << std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() << " ns" << std::endl;
-}
-
-// A worker's model and how to run it forward.
-struct JobModel {
-  std::shared_ptr<torch::nn::Module> module;
-  train::Forward forward;
-};
-
-JobModel make_job_model(const TrainJob& job, const JobData& d) {
-  if (job.scripted_model()) {
-    // The executor's optimizations swap in their own derivative formulas after the first
-    // runs, so a resumed run would step differently from one that never stopped. Unoptimized,
-    // a scripted model computes with libtorch's own kernels and autograd, as a built-in one does.
-    torch::jit::setGraphExecutorOptimize(false);
-    auto scripted = load_scripted_module(job.model);
-    return {scripted.ptr(), [scripted](const torch::Tensor& input) mutable { return scripted->forward(input); }};
-  }
-  torch::nn::Sequential model;
-  // Replicas draw the initialisation from their own stream, as processes do from theirs.
-  with_replica_generator([&] {
-    torch::manual_seed(job.seed);
-    model = train::make_model(job.model, train::ModelOptions()
-                                             .in_channels(d.train_set->get(0).image.size(0))
-                                             .num_classes(d.train_set->num_classes())
-                                             .image_size(d.image_size));
-  });
-  return {model.ptr(), [model](const torch::Tensor& input) mutable { return model->forward(input); }};
-}
-
-// A scripted model must map a batch of the dataset's images to one logit per class.
-void check_model_fits(const TrainJob& job, const JobData& d) {
-  if (!job.scripted_model()) return;  // built-in models are made for the data's shape
-  auto model = make_job_model(job, d);
-  model.module->eval();
-  data::Random random(job.seed);
-  const auto input = d.val_transform(d.train_set->get(0).image, random).unsqueeze(0);
-  torch::Tensor output;
-  try {
-    torch::NoGradGuard no_grad;
-    output = model.forward(input);
-  } catch (const c10::Error& error) {
-    std::string reason = error.what_without_backtrace();
-    throw ConfigError("--model " + job.model + " fails on a batch of " + job.dataset + " images shaped " +
-                      c10::str(input.sizes()) + ": " + reason.substr(0, reason.find('\n')));
-  }
-  const int64_t classes = d.train_set->num_classes();
-  if (output.dim() != 2 || output.size(1) != classes) {
-    throw ConfigError("--model " + job.model + " maps a batch shaped " + c10::str(input.sizes()) + " to " +
-                      c10::str(output.sizes()) + ", but " + job.dataset + " wants [N, " + std::to_string(classes) +
-                      "] logits");
-  }
-}
-
-std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job, const std::vector<torch::Tensor>& parameters) {
-  using namespace torch::optim;
-  if (job.optimizer == "adam") return std::make_shared<Adam>(parameters, AdamOptions(job.lr).weight_decay(job.weight_decay));
-  if (job.optimizer == "adamw") {
-    return std::make_shared<AdamW>(parameters, AdamWOptions(job.lr).weight_decay(job.weight_decay));
-  }
-  return std::make_shared<SGD>(parameters, SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
-}
-
-// The run folder keeps the scripted model it started from, for `lockstep export`.
-void keep_scripted_model(const TrainJob& job) {
-  const fs::path kept = fs::path(job.out) / kScriptedModelFile;
-  std::error_code error;
-  fs::create_directories(job.out, error);
-  if (!fs::exists(kept)) fs::copy_file(job.model, kept, error);
-  if (error) throw Error("cannot copy " + job.model + " to " + kept.string() + ": " + error.message());
 }
 
 // One worker's training, in the default group (a process's or a replica's); the exit status.

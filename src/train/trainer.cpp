@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -255,6 +256,10 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
       const bool stop = asked.stop || (o.stop_after_step() > 0 && s.step >= o.stop_after_step());
       if (stop || asked.checkpoint || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) {
         save(s.epoch, batch_in_epoch);
+      }
+      if (asked.checkpoint && !stop && writes && lockstep::rank() == 0) {
+        std::cerr << "lockstep: wrote the checkpoint of step " << s.step << " that SIGUSR1 asked for; training goes on"
+                  << std::endl;
       }
       if (stop) {
         s.flush();
