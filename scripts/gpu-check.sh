@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# lockstep's GPU checks in one command (docs/GPU.md).
+#
+#   scripts/gpu-check.sh --fetch [DIR]
+#       On a Debian 12 machine with apt (a developer's): downloads into DIR (default
+#       .gpu-debs, ignored by git) the Debian packages lockstep builds with besides
+#       libtorch, for a GPU machine that has a Python torch but no package registry.
+#   scripts/gpu-check.sh OUT_DIR [DIR]
+#       On the GPU machine: unpacks DIR's packages into a private prefix (dpkg -x), builds
+#       lockstep against the Python torch's libtorch, runs every test labelled gpu, and
+#       writes what it found and the logs to OUT_DIR (environment.txt, configure.log,
+#       build.log, gpu-tests.log).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# What CMake finds besides torch, and the shared libraries those need at run time (Debian
+# 12's, whose glibc 2.36 is older than a current GPU image's).
+packages=(
+  libgloo-dev libgloo0 libhiredis-dev libhiredis0.14 libibverbs-dev libibverbs1 libnl-3-200 libnl-route-3-200
+  libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7
+  libpmix2 libfabric1 libucx0 libpsm2-2 librdmacm1
+  libtomlplusplus-dev libtomlplusplus3 libcli11-dev nlohmann-json3-dev libturbojpeg0-dev libturbojpeg0
+  libjpeg62-turbo-dev libjpeg62-turbo
+  zlib1g-dev zlib1g libgtest-dev
+)
+
+if [ "${1:-}" = "--fetch" ]; then
+  dir=${2:-.gpu-debs}
+  mkdir -p "$dir"
+  (cd "$dir" && apt-get download "${packages[@]}")
+  echo "gpu-check: $(ls "$dir"/*.deb | wc -l) packages in $dir; carry $dir to the GPU machine"
+  exit 0
+fi
+
+out=${1:?usage: scripts/gpu-check.sh --fetch [DIR] | scripts/gpu-check.sh OUT_DIR [DIR]}
+dir=${2:-.gpu-debs}
+mkdir -p "$out"
+prefix=$(mktemp -d /tmp/lockstep-gpu-prefix-XXXXXX)
+for deb in "$dir"/*.deb; do dpkg -x "$deb" "$prefix"; done
+multiarch=$prefix/usr/lib/x86_64-linux-gnu
+# The packages' CMake files name their libraries and headers under /usr; here they are
+# under the prefix.
+grep -rlZ '"/usr/' "$prefix/usr/share/cmake" "$multiarch/cmake" | xargs -0 -r sed -i "s|\"/usr/|\"$prefix/usr/|g"
+export LD_LIBRARY_PATH="$multiarch:$prefix/usr/lib:$multiarch/openmpi/lib:${LD_LIBRARY_PATH:-}"
+export PATH="$prefix/usr/bin:$PATH"
+export OPAL_PREFIX="$prefix/usr"  # Open MPI finds its own files under the prefix it was unpacked to
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+
+{
+  echo "== machine"; grep PRETTY_NAME /etc/os-release || true; ldd --version | head -1
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  echo "== torch"; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'
+  # Debian's Gloo beside the torch wheel's: do both export gloo:: symbols into one process?
+  echo "gloo symbols exported by libtorch_cpu.so: $(nm -D --defined-only "$torch_lib/libtorch_cpu.so" | grep -c ' _ZN4gloo' || true)"
+  echo "gloo symbols exported by Debian's libgloo: $(nm -D --defined-only "$prefix/usr/lib/libgloo.so" | grep -c ' _ZN4gloo' || true)"
+} > "$out/environment.txt" 2>&1
+
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_BENCH=OFF \
+  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$multiarch/cmake;$prefix/usr/share/cmake" \
+  -DMPI_HOME="$multiarch/openmpi" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+grep -E "CUDA support|Found" "$out/configure.log" >> "$out/environment.txt" || true
+cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -m 20 -E "error|undefined" "$out/build.log"; exit 1; }
+echo "== libraries not found" >> "$out/environment.txt"
+ldd build-gpu/tools/lockstep | grep "not found" >> "$out/environment.txt" || echo "none" >> "$out/environment.txt"
+
+status=0
+ctest --test-dir build-gpu -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=$?
+tail -15 "$out/gpu-tests.log"
+exit $status
