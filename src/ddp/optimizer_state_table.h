@@ -151,4 +151,22 @@ std::vector<at::Tensor> match_state(torch::optim::Optimizer& optimizer,
   return receivers;
 }
 
+// Moves each parameter's state tensors to the parameter's device: state read from a
+// checkpoint onto the CPU, for parameters on a GPU (or the other way round).
+template <typename Kind>
+void move_state_to_parameters(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params) {
+  using State = typename Kind::State;
+  auto& state = optimizer.state();
+  using StateMap = std::decay_t<decltype(state)>;
+  for (const auto& param : params) {
+    auto found = state.find(state_key<StateMap>(param));
+    if (found == state.end() || !found->second) continue;
+    Kind::each_state_field(static_cast<State&>(*found->second), [&](const char*, auto& field) {
+      if constexpr (is_tensor<decltype(field)>) {
+        if (field.defined() && field.device() != param.device()) field = field.to(param.device());
+      }
+    });
+  }
+}
+
 }  // namespace lockstep::detail

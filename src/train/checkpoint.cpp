@@ -10,6 +10,8 @@
 
 #include <torch/serialize.h>
 
+#include "ddp/optimizer_kinds.h"
+#include "ddp/optimizer_state_table.h"
 #include "lockstep/comm/error.h"
 
 namespace lockstep::train {
@@ -61,7 +63,10 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path) {
   if (!fs::is_regular_file(path)) throw DataError(path + ": no such checkpoint");
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    // Onto the CPU, whatever device saved it: the model's tensors are copied to theirs, and
+    // the optimizer's state is moved to its parameters' (a GPU run resumes on a CPU machine
+    // and the other way round).
+    archive.load_from(path, torch::Device(torch::kCPU));
   } catch (const c10::Error& e) {
     throw DataError(path + ": not a readable checkpoint (corrupt or truncated?): " + e.what_without_backtrace());
   }
@@ -93,6 +98,12 @@ void check_same_tensors(const std::map<std::string, torch::Tensor>& saved, const
   for (const auto& [key, tensor] : saved) {
     if (mine.count(key) == 0) throw DataError(source + " has a " + describe_key(key) + " this model lacks" + another);
   }
+}
+
+void move_optimizer_state_to_parameters(torch::optim::Optimizer& optimizer) {
+  std::vector<torch::Tensor> params;
+  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  detail::visit_kind(optimizer, [&](auto kind) { detail::move_state_to_parameters<decltype(kind)>(optimizer, params); });
 }
 
 void copy_tensors(const std::map<std::string, torch::Tensor>& saved, std::map<std::string, torch::Tensor>& mine) {
@@ -190,6 +201,7 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
   } catch (const c10::Error& e) {
     throw DataError(path + ": its optimizer state does not fit this optimizer: " + e.what_without_backtrace());
   }
+  move_optimizer_state_to_parameters(optimizer);
   copy_tensors(saved, mine);
   return state;
 }
