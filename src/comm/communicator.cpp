@@ -295,7 +295,7 @@ Work Communicator::submit(Call call, Body body, bool blocking, std::function<voi
 }
 
 Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking) {
-  const auto staging = stage_on_host(tensors, "lockstep::" + to_string(call.kind) + ": ");
+  const auto staging = stage_on_host(tensors, call.kind);
   if (!staging) {
     return submit(std::move(call), [tensors, body](const Call& c) mutable { return body(c, tensors); }, blocking);
   }

@@ -13,6 +13,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "comm/call.h"
+
 namespace lockstep {
 
 /// One collective's device tensors, copied to host memory for a transport, and the way back.
@@ -34,9 +36,9 @@ class HostStaging {
 };
 
 /// Null when `tensors` are on the CPU (nothing to stage). Called on the caller's thread, so
-/// that the copies follow the work its current stream has queued. `where` starts messages
-/// ("lockstep::all_reduce: "). Tensors on a device the build cannot stage throw Error.
-std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, const std::string& where);
+/// that the copies follow the work its current stream has queued. Tensors on a device the
+/// build cannot stage throw Error naming the collective `kind`.
+std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, Collective kind);
 
 /// Whether this build stages CUDA tensors (it was built against a libtorch with CUDA).
 bool built_with_cuda();

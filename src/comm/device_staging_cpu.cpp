@@ -6,10 +6,10 @@
 
 namespace lockstep {
 
-std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, const std::string& where) {
+std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, Collective kind) {
   for (const auto& t : tensors) {
     if (!t.device().is_cpu()) {
-      throw Error(where + "the tensor is on " + t.device().str() + ", but this lockstep moves CPU tensors only "
+      throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + t.device().str() + ", but this lockstep moves CPU tensors only "
                   "(it was built against a libtorch without CUDA; see docs/GPU.md); pass tensor.cpu()");
     }
   }

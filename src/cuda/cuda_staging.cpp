@@ -89,10 +89,10 @@ class CudaHostStaging : public HostStaging {
 
 }  // namespace
 
-std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, const std::string& where) {
+std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, Collective kind) {
   if (tensors.empty() || tensors.front().device().is_cpu()) return nullptr;
   if (!tensors.front().is_cuda()) {
-    throw Error(where + "the tensor is on " + tensors.front().device().str() +
+    throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + tensors.front().device().str() +
                 "; lockstep's collectives take CPU and CUDA tensors");
   }
   return std::make_shared<CudaHostStaging>(tensors);
