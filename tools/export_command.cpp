@@ -38,13 +38,16 @@ std::string newest_checkpoint(const std::string& run_dir) {
 template <typename Write>
 void write_atomically(const std::string& out, Write write) {
   const std::string temporary = out + ".tmp";
+  std::error_code failure;
   try {
     write(temporary);
   } catch (const c10::Error& error) {
-    fs::remove(temporary);
+    fs::remove(temporary, failure);
     throw Error("cannot write " + out + ": " + error.what_without_backtrace());
+  } catch (...) {
+    fs::remove(temporary, failure);
+    throw;
   }
-  std::error_code failure;
   fs::rename(temporary, out, failure);
   if (failure) throw Error("cannot write " + out + ": " + failure.message());
 }
