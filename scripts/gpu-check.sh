@@ -7,9 +7,9 @@
 #       libtorch, for a GPU machine that has a Python torch but no package registry.
 #   scripts/gpu-check.sh OUT_DIR [DIR]
 #       On the GPU machine: unpacks DIR's packages into a private prefix (dpkg -x), builds
-#       lockstep against the Python torch's libtorch, runs every test labelled gpu, and
-#       writes what it found and the logs to OUT_DIR (environment.txt, configure.log,
-#       build.log, gpu-tests.log).
+#       lockstep against the Python torch's libtorch, runs every test labelled gpu and the
+#       GPU benchmarks, and writes what it found and the logs to OUT_DIR (environment.txt,
+#       configure.log, build.log, gpu-tests.log, gpu-bench.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,7 +56,7 @@ torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(tor
   echo "gloo symbols exported by Debian's libgloo: $(nm -D --defined-only "$prefix/usr/lib/libgloo.so" | grep -c ' _ZN4gloo' || true)"
 } > "$out/environment.txt" 2>&1
 
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_BENCH=OFF \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$multiarch/cmake;$prefix/usr/share/cmake" \
   -DMPI_HOME="$multiarch/openmpi" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep -E "CUDA support|Found" "$out/configure.log" >> "$out/environment.txt" || true
@@ -67,4 +67,10 @@ ldd build-gpu/tools/lockstep | grep "not found" >> "$out/environment.txt" || ech
 status=0
 ctest --test-dir build-gpu -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=$?
 tail -15 "$out/gpu-tests.log"
+{
+  build-gpu/bench/gpu_train
+  python3 bench/gpu_train.py
+  build-gpu/bench/gpu_allreduce
+} > "$out/gpu-bench.log" 2>&1 || status=$?
+cat "$out/gpu-bench.log"
 exit $status
