@@ -20,14 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Under `lockstep run`, mpirun or torchrun the process is already one rank of a job.
-bool inside_a_launch() {
-  for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK"}) {
-    if (std::getenv(name) != nullptr) return true;
-  }
-  return false;
-}
-
 std::string timestamp() {
   char text[32];
   const std::time_t now = std::time(nullptr);
@@ -106,10 +98,10 @@ void add_train_command(CLI::App& app, Action& chosen) {
     chosen = [=] {
       if (job->max_restarts > 0 && job->mode_option->count() == 0) job->mode = "processes";
       // A restarted attempt goes on from the newest checkpoint of the run it restarts.
-      if (inside_a_launch() && restart_count() > 0) job->resume = true;
+      if (launched() && restart_count() > 0) job->resume = true;
       job->resolve_defaults();
       job->check();
-      if (inside_a_launch()) return run_train_job(*job);
+      if (launched()) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.
       if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
       if (job->mode == "threads") return run_train_replicas(*job);

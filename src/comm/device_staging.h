@@ -8,7 +8,6 @@
 // staging is in src/cuda/. docs/GPU.md tells the stream rules a user can rely on.
 
 #include <memory>
-#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>

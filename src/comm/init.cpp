@@ -113,6 +113,13 @@ void shutdown() {
   leave(/*gracefully=*/true);
 }
 
+bool launched() {
+  for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
 bool is_initialized() {
   if (detail::current_replica()) return true;
   std::lock_guard<std::mutex> lock(group_mutex);

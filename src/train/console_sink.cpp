@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "lockstep/comm/init.h"
 #include "lockstep/train/metrics_sink.h"
 
 namespace lockstep::train {
@@ -129,9 +130,7 @@ std::unique_ptr<MetricsSink> console_sink(std::ostream& out, bool interactive) {
 bool interactive_console() {
   const char* launcher_terminal = std::getenv("LOCKSTEP_TERMINAL");
   if (launcher_terminal != nullptr && std::string(launcher_terminal) == "1") return true;
-  for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK"}) {
-    if (std::getenv(name) != nullptr) return false;  // a launcher's pipe or pty, perhaps into a log
-  }
+  if (launched()) return false;  // a launcher's pipe or pty, perhaps into a log
   return isatty(STDOUT_FILENO) != 0;
 }
 

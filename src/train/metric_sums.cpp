@@ -21,10 +21,10 @@ void MetricSums::add(const torch::Tensor& output, const torch::Tensor& target, c
   if (!sums_.defined()) sums_ = torch::zeros({3}, options);
   samples_ += n;
   classifier_ = output.dim() == 2 && target.dim() == 1 && target.scalar_type() == torch::kInt64;
-  const auto zero = torch::zeros({}, options);
-  sums_ += torch::stack({loss.detach().to(torch::kFloat64) * n,
-                         classifier_ ? correct_in_top(output, target, 1).to(torch::kFloat64) : zero,
-                         classifier_ ? correct_in_top(output, target, 5).to(torch::kFloat64) : zero});
+  const auto hits = [&](int64_t k) {
+    return classifier_ ? correct_in_top(output, target, k).to(torch::kFloat64) : torch::zeros({}, options);
+  };
+  sums_ += torch::stack({loss.detach().to(torch::kFloat64) * n, hits(1), hits(5)});
 }
 
 std::vector<std::pair<std::string, double>> MetricSums::reduce_across_ranks(double& global_samples) const {

@@ -42,6 +42,9 @@ void init(const InitOptions& options = InitOptions());
 void shutdown();
 
 bool is_initialized();
+/// Whether a launcher started this process as one rank of a job: `lockstep run`, mpirun or
+/// torchrun (LOCKSTEP_RANK, OMPI_COMM_WORLD_RANK or RANK is set). Needs no init().
+bool launched();
 int rank();
 int world_size();
 /// Rank among the workers on this machine, and how many there are.
