@@ -26,7 +26,7 @@ void add_run_command(CLI::App& app, Action& chosen) {
   auto stop_timeout_seconds = std::make_shared<double>(5.0);
 
   run->add_option("-n,--nproc-per-node", options->nproc_per_node, "Workers on this node")->required();
-  run->add_option("--backend", options->backend, "gloo or mpi (mpi hands the job to mpirun)");
+  run->add_option("--backend", options->backend, "gloo, mpi or nccl (mpi hands the job to mpirun; nccl moves CUDA tensors over NCCL)");
   run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
   run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")
       ->capture_default_str();

@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-#include "comm/device_staging.h"
+#include "comm/device_call.h"
 #include "comm/work_state.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/error.h"
@@ -80,7 +80,10 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, Backend backend
       backend_(backend),
       timeout_(timeout),
       debug_(debug) {
-  if (!transport_->can_give_up()) watchdog_ = std::thread([this] { watch(); });
+  if (!transport_->can_give_up()) {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    start_watchdog();
+  }
 }
 
 Communicator::~Communicator() {
@@ -100,22 +103,46 @@ void Communicator::close() {
   closed_ = true;
 }
 
+void Communicator::start_watchdog() {
+  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
+}
+
+void Communicator::watch_device_work(const Call& call, std::shared_ptr<DeviceCall> device_call) {
+  std::lock_guard<std::mutex> lock(watch_mutex_);
+  while (!device_work_.empty() && !device_work_.front().call->device_work_pending()) device_work_.pop_front();
+  device_work_.push_back({call.describe(), std::chrono::steady_clock::now(), std::move(device_call)});
+  start_watchdog();
+}
+
+// The calls it watches cannot be cancelled: ending the job is the only way not to hang forever.
 void Communicator::watch() {
   const auto period = std::min<std::chrono::milliseconds>(
       timeout_ / 10 + std::chrono::milliseconds(1), std::chrono::seconds(1));
+  const auto seconds = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count());
   std::unique_lock<std::mutex> lock(watch_mutex_);
   while (!watch_stop_.wait_for(lock, period, [&] { return stop_watching_; })) {
     const auto now_running = running();
-    if (!now_running || now_running->second < timeout_) continue;
-    // The call cannot be cancelled: ending the job is the only way not to hang forever.
-    std::fprintf(stderr,
-                 "lockstep: rank %d: %s did not complete within %.1f s: a rank died, hangs, or "
-                 "called a different collective. Ending the job.\n",
-                 rank_, now_running->first.c_str(),
-                 std::chrono::duration<double>(timeout_).count());
-    std::fflush(stderr);
-    std::_Exit(EXIT_FAILURE);
+    if (!transport_->can_give_up() && now_running && now_running->second >= timeout_) {
+      end_job(now_running->first + " did not complete within " + seconds + " s: a rank died, hangs, or called a "
+              "different collective");
+    }
+    while (!device_work_.empty() && !device_work_.front().call->device_work_pending()) device_work_.pop_front();
+    if (device_work_.empty()) continue;
+    const DeviceWork& oldest = device_work_.front();
+    const std::string error = transport_->device_error();
+    if (!error.empty()) end_job(oldest.description + " failed on the device: " + error);
+    if (std::chrono::steady_clock::now() - oldest.queued >= timeout_) {
+      end_job(oldest.description + " did not finish on the device within " + seconds + " s: a rank died, hangs, or "
+              "called a different collective");
+    }
   }
+}
+
+void Communicator::end_job(const std::string& why) {
+  std::fprintf(stderr, "lockstep: rank %d: %s. Ending the job.\n", rank_, why.c_str());
+  std::fflush(stderr);
+  transport_->abort();  // no kernel is left spinning on a GPU
+  std::_Exit(EXIT_FAILURE);
 }
 
 void Communicator::stop_worker() {
@@ -295,14 +322,15 @@ Work Communicator::submit(Call call, Body body, bool blocking, std::function<voi
 }
 
 Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking) {
-  const auto staging = stage_on_host(tensors, call.kind);
-  if (!staging) {
+  const auto device_call = begin_device_call(tensors, call.kind);
+  if (!device_call) {
     return submit(std::move(call), [tensors, body](const Call& c) mutable { return body(c, tensors); }, blocking);
   }
-  return submit(std::move(call), [staging, body](const Call& c) {
-    auto host = staging->host_tensors();
-    return staging->copy_back(host, body(c, host));
-  }, blocking, [staging] { staging->order_current_stream(); });
+  return submit(std::move(call), [this, device_call, body](const Call& c) {
+    auto outputs = device_call->run(*transport_, [&](std::vector<at::Tensor>& moved) { return body(c, moved); });
+    if (device_call->device_work_pending()) watch_device_work(c, device_call);
+    return outputs;
+  }, blocking, [device_call] { device_call->order_current_stream(); });
 }
 
 void Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks) {
@@ -401,7 +429,7 @@ Communicator::running() const {
 
 void Communicator::check_same_call(const Call& call) {
   if (!debug_) {
-    if (!transport_->checks_every_call() ||
+    if (!transport_->checks_every_call(call) ||
         transport_->same_fingerprint_everywhere(call.fingerprint())) {
       return;
     }

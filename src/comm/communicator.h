@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/call.h"
+#include "comm/device_call.h"
 #include "comm/transport.h"
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/types.h"
@@ -78,8 +79,7 @@ class Communicator {
 
   /// `after_done` runs on the thread that waits for the work, once it succeeded.
   Work submit(Call call, Body body, bool blocking, std::function<void()> after_done = nullptr);
-  /// submit() for a collective on `tensors`, staged through host memory when they are on a
-  /// device (comm/device_staging.h).
+  /// submit() for a collective on `tensors`, which may be on a device (comm/device_call.h).
   Work submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking);
   void execute(Task& task);
   void run_queued_through(detail::WorkState& state);
@@ -93,7 +93,11 @@ class Communicator {
                                      std::chrono::steady_clock::duration elapsed);
   void stop_worker();
   void worker_loop();
+  /// Has the watchdog end the job if `device_call`'s queued device work outlives the timeout.
+  void watch_device_work(const Call& call, std::shared_ptr<DeviceCall> device_call);
+  void start_watchdog();  // watch_mutex_ held
   void watch();
+  [[noreturn]] void end_job(const std::string& why);
   void divide_by_world_size(at::Tensor& tensor) const;
   /// Runs `run` on each tensor, or, for several, on one packed buffer per dtype (tags
   /// counting up from `tag`), copying the results back.
@@ -121,10 +125,17 @@ class Communicator {
   const Call* running_call_ = nullptr;
   std::chrono::steady_clock::time_point running_since_;
 
-  // Only for transports that cannot give up (see Transport::can_give_up).
-  std::mutex watch_mutex_;
+  // For transports that cannot give up (see Transport::can_give_up), and for device work
+  // queued on a transport's stream (NCCL), which the host never waits for.
+  struct DeviceWork {
+    std::string description;
+    std::chrono::steady_clock::time_point queued;
+    std::shared_ptr<DeviceCall> call;
+  };
+  std::mutex watch_mutex_;  // guards what follows
   std::condition_variable watch_stop_;
   bool stop_watching_ = false;
+  std::deque<DeviceWork> device_work_;  // oldest first
   std::thread watchdog_;
 };
 

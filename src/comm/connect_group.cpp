@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "comm/device_engine.h"
 #include "comm/hierarchical_transport.h"
 #include "comm/self_transport.h"
 #include "comm/shm_transport.h"
@@ -32,11 +33,10 @@ Plan plan(const World& world, const std::vector<int>& members) {
   return plan;
 }
 
-}  // namespace
-
-std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& members,
-                                         const std::string& name,
-                                         const GatherOverParent& gather) {
+// What moves the group's host memory: the engine, shared memory inside hosts, or both.
+std::unique_ptr<Transport> connect_host_transport(World& world, const std::vector<int>& members,
+                                                  const std::string& name,
+                                                  const GatherOverParent& gather) {
   const WorldSpec& spec = world.spec();
   const auto me = std::find(members.begin(), members.end(), spec.rank);
   const int rank = me == members.end() ? -1 : static_cast<int>(me - members.begin());
@@ -94,6 +94,17 @@ std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& m
   const bool engine_checks = spec.backend == Backend::Mpi;
   return std::make_unique<HierarchicalTransport>(rank, p.places, std::move(local), std::move(engine),
                                                  to_string(spec.backend), engine_checks);
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& members,
+                                         const std::string& name,
+                                         const GatherOverParent& gather) {
+  auto host = connect_host_transport(world, members, name, gather);
+  // A group of one moves nothing, on any device.
+  if (!host || members.size() == 1) return host;
+  return with_device_engine(std::move(host), world.spec());
 }
 
 }  // namespace lockstep

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "comm/device_call.h"
+#include "comm/device_engine.h"
 #include "lockstep/comm/error.h"
 
 namespace lockstep {
@@ -65,8 +67,9 @@ bool parse_bool(const std::string& text, const std::string& source) {
 Backend parse_backend(const std::string& text) {
   if (text == "gloo") return Backend::Gloo;
   if (text == "mpi") return Backend::Mpi;
+  if (text == "nccl") return Backend::Nccl;
   if (text == "auto" || text.empty()) return Backend::Auto;
-  throw ConfigError("lockstep: LOCKSTEP_BACKEND='" + text + "' must be gloo, mpi or auto");
+  throw ConfigError("lockstep: LOCKSTEP_BACKEND='" + text + "' must be gloo, mpi, nccl or auto");
 }
 
 InitMethod parse_method(const std::string& text) {
@@ -136,10 +139,21 @@ void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLoo
   spec.backend = options.backend();
   if (spec.backend == Backend::Threads) {
     throw ConfigError("lockstep::init: Backend::Threads is the backend of lockstep::run_replicas, "
-                      "which makes its own group; init() takes Backend::Gloo or Backend::Mpi");
+                      "which makes its own group; init() takes Backend::Gloo, Mpi, Nccl or Auto");
   }
   if (spec.backend == Backend::Auto) spec.backend = parse_backend(env("LOCKSTEP_BACKEND").value_or(""));
-  if (spec.backend == Backend::Auto) spec.backend = spec.launched_by_mpirun ? Backend::Mpi : Backend::Gloo;
+  // NCCL moves CUDA tensors only: CPU tensors (and the rendezvous) go the Auto way.
+  spec.cuda_backend = spec.backend;
+  if (spec.backend == Backend::Auto || spec.backend == Backend::Nccl) {
+    spec.backend = spec.launched_by_mpirun ? Backend::Mpi : Backend::Gloo;
+  }
+  if (spec.cuda_backend == Backend::Nccl && !built_with_nccl()) {
+    throw ConfigError(std::string("lockstep: the nccl backend needs lockstep built against a libtorch with CUDA and "
+                                  "NCCL (docs/GPU.md), but this one ") +
+                      (built_with_cuda() ? "found no NCCL beside its libtorch"
+                                         : "was built against a libtorch without CUDA") +
+                      "; the gloo backend moves CUDA tensors through host memory");
+  }
 
   if (auto addr = options.master_addr() ? options.master_addr() : env("MASTER_ADDR")) {
     spec.master_addr = *addr;

@@ -11,7 +11,12 @@ namespace lockstep {
 
 /// Everything init() needs to know, settled from InitOptions and the environment.
 struct WorldSpec {
+  /// The engine of CPU tensors (and of device tensors staged through host memory): Gloo,
+  /// MPI or Threads.
   Backend backend = Backend::Gloo;
+  /// Who moves CUDA tensors: Nccl always, Auto NCCL where every rank of a group has a GPU
+  /// of its own (staged through `backend` elsewhere), Gloo or Mpi always staged.
+  Backend cuda_backend = Backend::Auto;
   /// Auto here means "nothing to meet": a world of size 1.
   InitMethod method = InitMethod::Auto;
   int rank = 0;
@@ -36,6 +41,9 @@ struct WorldSpec {
   int restart_count = 0;
   /// `lockstep run` watches this rank's heartbeats in its store (LOCKSTEP_HEARTBEAT=1).
   bool heartbeat = false;
+
+  /// What lockstep::backend() reports: the engine the user chose, Nccl included.
+  Backend chosen_backend() const { return cuda_backend == Backend::Nccl ? Backend::Nccl : backend; }
 };
 
 /// Looks up an environment variable; tests pass a map instead of the process environment.

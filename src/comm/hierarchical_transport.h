@@ -35,7 +35,7 @@ class HierarchicalTransport : public Transport {
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
-  bool checks_every_call() const override { return engine_checks_every_call_; }
+  bool checks_every_call(const Call&) const override { return engine_checks_every_call_; }
   bool same_fingerprint_everywhere(uint64_t fingerprint) override;
   bool can_give_up() const override { return !leaders_ || leaders_->can_give_up(); }
 

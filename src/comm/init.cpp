@@ -130,6 +130,6 @@ int rank() { return joined().rank; }
 int world_size() { return static_cast<int>(joined().world_ranks.size()); }
 int local_rank() { return joined().world->local_rank(); }
 int local_world_size() { return joined().world->local_world_size(); }
-Backend backend() { return joined().world->spec().backend; }
+Backend backend() { return joined().world->spec().chosen_backend(); }
 
 }  // namespace lockstep

@@ -32,7 +32,7 @@ class MpiTransport : public Transport {
                       uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
-  bool checks_every_call() const override { return true; }
+  bool checks_every_call(const Call&) const override { return true; }
   bool same_fingerprint_everywhere(uint64_t fingerprint) override;
   bool can_give_up() const override { return false; }
 

@@ -50,7 +50,7 @@ std::shared_ptr<GroupState> make_world_group(std::shared_ptr<World> world) {
                                  [&](const std::string& mine) {
                                    return joined.gather("world/gather", mine);
                                  });
-  group->communicator = std::make_unique<Communicator>(std::move(transport), spec.backend,
+  group->communicator = std::make_unique<Communicator>(std::move(transport), spec.chosen_backend(),
                                                        spec.timeout, spec.debug);
   return group;
 }
@@ -112,7 +112,7 @@ ProcessGroup new_group(const std::vector<int>& ranks, const ProcessGroup& parent
                                    [&](const std::string& mine) { return gather_over(from, mine); });
     if (transport) {
       const WorldSpec& spec = group->world->spec();
-      group->communicator = std::make_unique<Communicator>(std::move(transport), spec.backend,
+      group->communicator = std::make_unique<Communicator>(std::move(transport), spec.chosen_backend(),
                                                            spec.timeout, spec.debug);
     }
   });

@@ -13,6 +13,8 @@ constexpr std::chrono::milliseconds kCheckEvery{50};
 WorldSpec replica_spec(const ReplicaSet& replicas, int rank, bool debug) {
   WorldSpec spec;
   spec.backend = Backend::Threads;
+  // Replicas share their process's GPUs: CUDA tensors are staged through its memory.
+  spec.cuda_backend = Backend::Threads;
   spec.rank = rank;
   spec.world_size = replicas.size();
   spec.local_rank = rank;

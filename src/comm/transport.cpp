@@ -17,6 +17,8 @@ at::Tensor Transport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, 
 
 bool Transport::same_fingerprint_everywhere(uint64_t) { return true; }
 
+std::optional<c10::Stream> Transport::device_stream(at::Device) { return std::nullopt; }
+
 std::exception_ptr Transport::explain_failure(const Call&, const std::exception&,
                                               std::chrono::steady_clock::duration,
                                               std::chrono::milliseconds) {

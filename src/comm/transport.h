@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Stream.h>
 
 #include "comm/call.h"
 #include "lockstep/comm/types.h"
@@ -13,10 +15,11 @@
 namespace lockstep {
 
 /// What moves a group's bytes: gloo, MPI, shared memory, or shared memory inside hosts with
-/// gloo or MPI between them. A transport knows nothing of queues, Avg, packing or error
-/// wording (the Communicator does those once); it runs one primitive at a time, on
-/// contiguous CPU tensors already checked, for a call whose `tag` is the same on every rank
-/// that made the same call. `op` is never Avg.
+/// gloo or MPI between them, and NCCL beside any of them for CUDA tensors. A transport knows
+/// nothing of queues, Avg, packing or error wording (the Communicator does those once); it
+/// runs one primitive at a time, on contiguous tensors already checked, for a call whose
+/// `tag` is the same on every rank that made the same call. `op` is never Avg. Tensors are
+/// on the CPU, except on the device of a device_stream() the transport gave.
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -44,14 +47,25 @@ class Transport {
   /// the same sizes and dtype. The default is an ordinary tensor.
   virtual at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t tag);
 
-  /// Transports whose mismatched calls could corrupt memory (MPI) compare fingerprints
-  /// before every collective; others rely on tags and compare only in debug mode.
-  virtual bool checks_every_call() const { return false; }
+  /// Transports whose mismatched calls could corrupt memory (MPI, NCCL) compare fingerprints
+  /// before every such collective; others rely on tags and compare only in debug mode.
+  virtual bool checks_every_call(const Call&) const { return false; }
   virtual bool same_fingerprint_everywhere(uint64_t fingerprint);
 
   /// False when a call cannot be interrupted (MPI): the Communicator then watches calls and
   /// ends the process when one outlives the timeout, rather than hang forever.
   virtual bool can_give_up() const { return true; }
+
+  /// For a transport that moves device memory itself (NCCL): the stream its collectives on
+  /// `device` run on, connecting what that needs on first use. Called in the call's turn by
+  /// every rank that made it. Nullopt (the default): the Communicator stages the device's
+  /// tensors through host memory for this transport.
+  virtual std::optional<c10::Stream> device_stream(at::Device device);
+  /// An error the device engine found on its own, after the call that queued the failing
+  /// work returned (NCCL's asynchronous errors); "" while there is none.
+  virtual std::string device_error() { return ""; }
+  /// Stops the device engine's work, however stuck, before the process ends over it.
+  virtual void abort() {}
 
   /// A richer error than "rank R: call failed: what()" when the transport can still learn
   /// what the other ranks did (through a store); null for the default wording.

@@ -7,6 +7,7 @@ std::string to_string(Backend backend) {
     case Backend::Auto: return "auto";
     case Backend::Gloo: return "gloo";
     case Backend::Mpi: return "mpi";
+    case Backend::Nccl: return "nccl";
     case Backend::Threads: return "threads";
   }
   return "unknown";

@@ -15,8 +15,8 @@ void validate(const LaunchOptions& options) {
     throw ConfigError("--node-rank must be in [0, " + std::to_string(options.nnodes) + ") for --nnodes " +
                       std::to_string(options.nnodes) + " (got " + std::to_string(options.node_rank) + ")");
   }
-  if (options.backend != "" && options.backend != "gloo" && options.backend != "mpi") {
-    throw ConfigError("--backend must be gloo or mpi (got '" + options.backend + "')");
+  if (options.backend != "" && options.backend != "gloo" && options.backend != "mpi" && options.backend != "nccl") {
+    throw ConfigError("--backend must be gloo, mpi or nccl (got '" + options.backend + "')");
   }
   if (options.heartbeat_timeout <= std::chrono::milliseconds(0)) {
     throw ConfigError("--heartbeat-timeout must be positive");

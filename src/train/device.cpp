@@ -2,7 +2,7 @@
 
 #include <torch/cuda.h>
 
-#include "comm/device_staging.h"
+#include "comm/device_call.h"
 #include "lockstep/comm/error.h"
 
 namespace lockstep::train {

@@ -3,6 +3,8 @@
 
 #include <map>
 
+#include "comm/device_call.h"
+#include "comm/device_engine.h"
 #include "comm/environment.h"
 #include "lockstep/comm/error.h"
 
@@ -117,6 +119,41 @@ TEST(Environment, ErrorsNameTheVariableToFix) {
             "lockstep: LOCKSTEP_DEBUG='maybe' must be 1 or 0");
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_INIT_METHOD", "carrier-pigeon"}}),
             "lockstep: LOCKSTEP_INIT_METHOD='carrier-pigeon' must be tcp, file, mpi or auto");
+  EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_BACKEND", "ucc"}}),
+            "lockstep: LOCKSTEP_BACKEND='ucc' must be gloo, mpi, nccl or auto");
+}
+
+// NCCL moves CUDA tensors only: the host engine is Auto's, and the choice is remembered for
+// CUDA tensors and for lockstep::backend().
+TEST(Environment, TheNcclBackendKeepsAutosEngineForCpuTensors) {
+  if (!built_with_nccl()) GTEST_SKIP() << "this build has no NCCL; the next test covers it";
+  for (const auto& env : {std::map<std::string, std::string>{{"LOCKSTEP_BACKEND", "nccl"}},
+                          std::map<std::string, std::string>{}}) {
+    const auto spec = discover_world(env.empty() ? InitOptions().backend(Backend::Nccl) : InitOptions(), env_of(env));
+    EXPECT_EQ(spec.backend, Backend::Gloo);
+    EXPECT_EQ(spec.cuda_backend, Backend::Nccl);
+    EXPECT_EQ(spec.chosen_backend(), Backend::Nccl);
+  }
+  const auto mpirun = discover_world(InitOptions().backend(Backend::Nccl),
+                                     env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}));
+  EXPECT_EQ(mpirun.backend, Backend::Mpi);
+  EXPECT_EQ(mpirun.method, InitMethod::Mpi);
+}
+
+TEST(Environment, TheNcclBackendWithoutNcclSaysWhy) {
+  if (built_with_nccl()) GTEST_SKIP() << "this build has NCCL; the previous test covers it";
+  const std::string why = built_with_cuda() ? "found no NCCL beside its libtorch" : "was built against a libtorch without CUDA";
+  const std::string expected = "lockstep: the nccl backend needs lockstep built against a libtorch with CUDA and NCCL "
+                               "(docs/GPU.md), but this one " + why +
+                               "; the gloo backend moves CUDA tensors through host memory";
+  EXPECT_EQ(error_of(InitOptions().backend(Backend::Nccl), {}), expected);
+  EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_BACKEND", "nccl"}}), expected);
+}
+
+TEST(Environment, AnExplicitBackendStagesCudaTensorsThroughIt) {
+  EXPECT_EQ(discover_world(InitOptions(), env_of({})).cuda_backend, Backend::Auto);
+  EXPECT_EQ(discover_world(InitOptions().backend(Backend::Gloo), env_of({})).cuda_backend, Backend::Gloo);
+  EXPECT_EQ(discover_world(InitOptions(), env_of({{"LOCKSTEP_BACKEND", "gloo"}})).chosen_backend(), Backend::Gloo);
 }
 
 }  // namespace

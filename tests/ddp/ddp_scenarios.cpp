@@ -22,6 +22,8 @@ using torch::Tensor;
 constexpr int kSteps = 20;
 constexpr int kBatch = 4;  // per rank and micro-batch
 thread_local int failures = 0;  // per replica
+// Where models and batches live: the CPU, or a GPU (tests/gpu). Per replica, like failures.
+thread_local torch::Device device = torch::kCPU;
 
 // A trunk, an optional branch, a head: the branch gets no gradient when it is skipped.
 struct BranchyImpl : torch::nn::Module {
@@ -44,7 +46,7 @@ struct Case {
   int micro_batches;      // 2: the first under no_sync()
 };
 
-std::shared_ptr<torch::nn::Module> make_model(const std::string& kind) {
+std::shared_ptr<torch::nn::Module> make_model_on_cpu(const std::string& kind) {
   if (kind == "mlp") {
     return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Linear(16, 16),
                                  torch::nn::ReLU(), torch::nn::Linear(16, 4)).ptr();
@@ -58,6 +60,13 @@ std::shared_ptr<torch::nn::Module> make_model(const std::string& kind) {
                                  torch::nn::Linear(4 * 5 * 5, 3)).ptr();
   }
   return Branchy().ptr();
+}
+
+// Initialised on the CPU, so that every device starts from the same values.
+std::shared_ptr<torch::nn::Module> make_model(const std::string& kind) {
+  auto model = make_model_on_cpu(kind);
+  model->to(device);
+  return model;
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& kind, torch::nn::Module& model) {
@@ -78,8 +87,8 @@ Tensor chunk_loss(const Case& c, torch::nn::Module& model, int step, int micro, 
     x = images ? torch::randn({rows, 1, 12, 12}) : torch::randn({rows, 8});
     y = images ? torch::randint(0, 3, {rows}) : torch::randn({rows, 4});
   });
-  x = x.narrow(0, chunk * kBatch, kBatch);
-  y = y.narrow(0, chunk * kBatch, kBatch);
+  x = x.narrow(0, chunk * kBatch, kBatch).to(device);
+  y = y.narrow(0, chunk * kBatch, kBatch).to(device);
   if (c.model == "branchy") {
     auto& branchy = dynamic_cast<BranchyImpl&>(model);
     return torch::mse_loss(branchy.forward(x, (step + chunk) % 3 != 0), y);
@@ -179,6 +188,12 @@ void equivalence(const std::string& out_dir) {
         if (!out_dir.empty() && lockstep::rank() == 0) torch::save(trained, out_dir + "/" + name + ".pt");
       }
     }
+  }
+  // Buckets of about 512 bytes: a few parameters each, many reductions in flight at once.
+  const auto small_buckets = lockstep::DDPOptions().first_bucket_cap_mb(0.0005).bucket_cap_mb(0.0005);
+  for (const Case c : {Case{"mlp", "sgd", 1}, Case{"cnn", "adam", 2}}) {
+    expect_close(train(c, small_buckets), reference(c, lockstep::world_size()), 1e-5, 1e-6,
+                 c.model + "/" + c.optimizer + " in 512-byte buckets");
   }
 }
 
@@ -315,8 +330,9 @@ int unused_without_flag() {
 
 }  // namespace
 
-int run_ddp_scenario(const std::string& scenario, const std::string& out_dir) {
+int run_ddp_scenario(const std::string& scenario, const std::string& out_dir, const std::string& on) {
   failures = 0;
+  device = torch::Device(on);
   int code = 0;
   if (scenario == "equivalence") {
     equivalence(out_dir);

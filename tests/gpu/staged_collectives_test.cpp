@@ -12,6 +12,7 @@
 
 #include "lockstep/lockstep.h"
 #include "lockstep/train/device.h"
+#include "cuda_checks.h"
 
 namespace lockstep {
 namespace {
@@ -29,61 +30,12 @@ torch::TensorOptions on_gpu(torch::ScalarType dtype = torch::kFloat) {
 
 bool equal_on_host(const Tensor& gpu, const Tensor& expected) { return gpu.cpu().to(torch::kDouble).equal(expected); }
 
-// Every collective, sync and async, on rank-dependent CUDA tensors, against values worked
-// out by hand; what each replica found wrong.
+const torch::Device kGpu(torch::kCUDA, 0);
+
+// What each of n replicas found wrong in every collective (cuda_checks.h).
 std::vector<std::string> wrong_collectives(int n, int64_t length) {
   std::vector<std::string> wrong(n);
-  run_replicas(n, [&](ProcessGroup group) {
-    const int r = group.rank();
-    auto check = [&](bool ok, const std::string& what) {
-      if (!ok) wrong[r] += what + "; ";
-    };
-    const double sum_ranks = n * (n - 1) / 2.0;
-    const Tensor base = torch::arange(length, torch::kDouble).fmod(7);
-    for (auto dtype : {torch::kFloat, torch::kDouble, torch::kInt, torch::kLong, torch::kHalf, torch::kBFloat16,
-                       torch::kByte}) {
-      const std::string name = c10::toString(dtype);
-      Tensor t = base.add(r).to(on_gpu(dtype));
-      all_reduce(t);
-      check(equal_on_host(t, base * n + sum_ranks), "all_reduce " + name);
-      Tensor a = base.add(r).to(on_gpu(dtype));
-      all_reduce_async(a).wait();
-      check(equal_on_host(a, base * n + sum_ranks), "all_reduce_async " + name);
-      Tensor b = torch::full({length}, r == n - 1 ? 42.0 : 1.0, on_gpu(dtype));
-      broadcast_async(b, n - 1).wait();
-      check(equal_on_host(b, torch::full({length}, 42.0, torch::kDouble)), "broadcast_async " + name);
-    }
-    Tensor avg = torch::full({length}, 2.0 * r, on_gpu());
-    all_reduce(avg, ReduceOp::Avg);
-    check(equal_on_host(avg, torch::full({length}, n - 1.0, torch::kDouble)), "all_reduce Avg");
-
-    Tensor b = torch::full({length}, r == 0 ? 7.0 : -1.0, on_gpu());
-    broadcast(b, 0);
-    check(equal_on_host(b, torch::full({length}, 7.0, torch::kDouble)), "broadcast");
-
-    Tensor red = torch::full({length}, r + 1.0, on_gpu());
-    reduce(red, 0, ReduceOp::Product);
-    double factorial = 1;
-    for (int q = 1; q <= n; ++q) factorial *= q;
-    check(equal_on_host(red, torch::full({length}, r == 0 ? factorial : r + 1.0, torch::kDouble)), "reduce Product");
-
-    const auto gathered = all_gather(torch::full({length}, r * 10.0, on_gpu()));
-    check(static_cast<int>(gathered.size()) == n, "all_gather size");
-    for (int q = 0; q < n && q < static_cast<int>(gathered.size()); ++q) {
-      check(gathered[q].is_cuda() && equal_on_host(gathered[q], torch::full({length}, q * 10.0, torch::kDouble)),
-            "all_gather part " + std::to_string(q));
-    }
-    const Tensor input = torch::arange(n * length, torch::kDouble).add(r);
-    const Tensor scattered = reduce_scatter_async(input.to(on_gpu(torch::kDouble))).result().at(0);
-    check(scattered.is_cuda() && equal_on_host(scattered, input.slice(0, r * length, (r + 1) * length).sub(r) * n + sum_ranks),
-          "reduce_scatter_async");
-
-    std::vector<Tensor> many{torch::full({3}, r + 0.0, on_gpu()), torch::full({length}, r, on_gpu(torch::kLong))};
-    all_reduce(many);
-    check(equal_on_host(many[0], torch::full({3}, sum_ranks, torch::kDouble)) &&
-              equal_on_host(many[1], torch::full({length}, sum_ranks, torch::kDouble)),
-          "coalesced all_reduce");
-  });
+  run_replicas(n, [&](ProcessGroup group) { wrong[group.rank()] = testing::wrong_collectives(group, length, kGpu); });
   return wrong;
 }
 
@@ -97,25 +49,12 @@ TEST(StagedCollectives, AreExactOnTwoAndThreeRanksSharingAGpu) {
   }
 }
 
-// Kernels that keep the current stream busy for a while (about 50 ms on an H100).
-void queue_slow_kernels() {
-  Tensor x = torch::rand({4096, 4096}, on_gpu());
-  for (int i = 0; i < 24; ++i) x = torch::mm(x, x).div_(4096);
-}
+void queue_slow_kernels() { testing::queue_slow_kernels(kGpu); }
 
 TEST(StagedCollectives, FollowTheCurrentStreamAndAreFollowedByItAfterWait) {
   SKIP_WITHOUT_A_GPU();
   std::vector<std::string> wrong(2);
-  run_replicas(2, [&](ProcessGroup group) {
-    const int r = group.rank();
-    Tensor t = torch::zeros({1000}, on_gpu());
-    queue_slow_kernels();
-    t.fill_(r + 1);  // queued behind the slow kernels: the collective must see it
-    Work work = all_reduce_async(t);
-    work.wait();
-    t.mul_(2);  // queued after wait(): must see the reduced values
-    if (!equal_on_host(t, torch::full({1000}, 6.0, torch::kDouble))) wrong[r] = "got " + c10::str(t.cpu()[0].item<float>());
-  });
+  run_replicas(2, [&](ProcessGroup group) { wrong[group.rank()] = testing::wrong_stream_order(group, kGpu); });
   EXPECT_EQ(wrong[0], "");
   EXPECT_EQ(wrong[1], "");
 }

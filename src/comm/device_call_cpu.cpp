@@ -1,12 +1,12 @@
-// The CPU build's staging: the libtorch it was built against has no CUDA, so no tensor can
-// be on a device, and one that is (from another library) is refused with the reason.
-#include "comm/device_staging.h"
+// The CPU build's device calls: the libtorch it was built against has no CUDA, so no tensor
+// can be on a device, and one that is (from another library) is refused with the reason.
+#include "comm/device_call.h"
 
 #include "lockstep/comm/error.h"
 
 namespace lockstep {
 
-std::shared_ptr<HostStaging> stage_on_host(const std::vector<at::Tensor>& tensors, Collective kind) {
+std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind) {
   for (const auto& t : tensors) {
     if (!t.device().is_cpu()) {
       throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + t.device().str() + ", but this lockstep moves CPU tensors only "

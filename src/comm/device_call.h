@@ -1,0 +1,51 @@
+#pragma once
+
+// The one place where collectives meet devices. A collective on CUDA tensors follows the
+// work queued on the caller's current stream and is followed by the waiter's. Its tensors
+// reach the transport in one of two ways, chosen in the call's turn: a transport that moves
+// device memory itself (NCCL) gets them as they are, on its own stream; any other (gloo,
+// MPI, shared memory, threads) gets pinned host copies made on a side stream, and the
+// results go back the same way. The CPU build (no CUDA in the libtorch it was built
+// against) refuses device tensors with a message saying so; the CUDA build's side is in
+// src/cuda/. docs/GPU.md tells the stream rules a user can rely on.
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "comm/call.h"
+#include "comm/transport.h"
+
+namespace lockstep {
+
+/// One collective's tensors on one device, from the caller's stream to the transport and back.
+class DeviceCall {
+ public:
+  /// The collective itself, on the tensors the transport moves; returns its outputs.
+  using Body = std::function<std::vector<at::Tensor>(std::vector<at::Tensor>& tensors)>;
+
+  virtual ~DeviceCall() = default;
+
+  /// On the collective's thread, in its turn: runs `body` on the device tensors themselves,
+  /// on `transport`'s device stream when it has one, else on host copies of them. Returns
+  /// the outputs on the device; the device may still be working on them.
+  virtual std::vector<at::Tensor> run(Transport& transport, const Body& body) = 0;
+  /// On the thread that waits for the collective: its current stream waits for the
+  /// outputs; the host does not.
+  virtual void order_current_stream() = 0;
+  /// Whether work that run() queued on a transport's device stream is unfinished: such work
+  /// outlives the call, and only the device knows when it ends (the watchdog asks).
+  virtual bool device_work_pending() = 0;
+};
+
+/// Null when `tensors` are on the CPU. Called on the caller's thread, where it marks how
+/// far the caller's current stream has got. Tensors on a device the build cannot move
+/// throw Error naming the collective `kind`.
+std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind);
+
+/// Whether this build moves CUDA tensors (it was built against a libtorch with CUDA).
+bool built_with_cuda();
+
+}  // namespace lockstep

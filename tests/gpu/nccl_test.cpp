@@ -1,0 +1,102 @@
+// The nccl backend, with real processes (gpu_worker) sharing one GPU: NCCL refuses two ranks
+// on one device unless they claim different hosts, so each rank gets its own NCCL_HOSTID.
+// That is a test-only arrangement (docs/GPU.md); NCCL then moves the bytes over loopback
+// sockets. Also DDP on CUDA, on NCCL and on replicas sharing the GPU. Labelled gpu; skipped,
+// with the reason, where no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "lockstep/train/device.h"
+#include "support/world.h"
+
+namespace lockstep::testing {
+namespace {
+
+#define SKIP_WITHOUT_A_GPU()                                                                            \
+  if (train::visible_gpus() == 0) {                                                                     \
+    GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
+  }
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A TCP world of n ranks on the nccl backend, each rank claiming a host of its own to NCCL.
+std::function<Env(int)> nccl_world(int n, Env extra = {}) {
+  const auto world = tcp_world(n, std::move(extra));
+  return [world](int rank) {
+    Env env = world(rank);
+    env["LOCKSTEP_BACKEND"] = "nccl";
+    env["NCCL_HOSTID"] = "lockstep-test-rank-" + std::to_string(rank);
+    env["NCCL_SOCKET_IFNAME"] = "lo";
+    env["NCCL_IB_DISABLE"] = "1";
+    return env;
+  };
+}
+
+void expect_all_ok(const std::vector<Finished>& ranks, const std::string& scenario) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << " of " << ranks.size() << ": " << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, scenario + " ok")) << ranks[r].output;
+  }
+}
+
+std::vector<Finished> run_workers(int n, const std::string& scenario, Env extra = {},
+                                  std::chrono::seconds deadline = std::chrono::seconds(240)) {
+  return run_processes(n, {GPU_WORKER, scenario}, nccl_world(n, std::move(extra)), deadline);
+}
+
+TEST(NcclCollectives, AreExactOnTwoAndThreeRanks) {
+  SKIP_WITHOUT_A_GPU();
+  for (int n : {2, 3}) expect_all_ok(run_workers(n, "collectives"), "collectives");
+}
+
+TEST(NcclCollectives, FollowTheCurrentStreamAndAsyncCallsReturnAtOnce) {
+  SKIP_WITHOUT_A_GPU();
+  expect_all_ok(run_workers(2, "ordering"), "ordering");
+}
+
+TEST(NcclCollectives, UseTheOneNcclThatLibtorchLoads) {
+  SKIP_WITHOUT_A_GPU();
+  expect_all_ok(run_workers(2, "one-nccl"), "one-nccl");
+}
+
+TEST(NcclFailures, ARankKilledInACollectiveEndsTheJobWithinTheTimeoutNamingIt) {
+  SKIP_WITHOUT_A_GPU();
+  const auto started = std::chrono::steady_clock::now();
+  const auto ranks = run_workers(2, "a-rank-dies", {{"LOCKSTEP_TIMEOUT", "10"}}, std::chrono::seconds(120));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(ranks[1].exit_code, 128 + 9) << ranks[1].output;
+  EXPECT_EQ(ranks[0].exit_code, 1) << ranks[0].output;
+  EXPECT_TRUE(contains(ranks[0].output, "lockstep: rank 0: all_reduce #1 (float32[1048576] on cuda, Sum)"))
+      << ranks[0].output;
+  EXPECT_TRUE(contains(ranks[0].output, "Ending the job.")) << ranks[0].output;
+  EXPECT_LT(seconds, 60) << "connecting, one collective and a 10 s timeout; " << ranks[0].output;
+}
+
+TEST(NcclFailures, CpuOnOneRankAndCudaOnAnotherFailsOnEveryRankNamingBoth) {
+  SKIP_WITHOUT_A_GPU();
+  const auto ranks = run_workers(2, "cpu-and-cuda", {{"LOCKSTEP_TIMEOUT", "5"}}, std::chrono::seconds(120));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "MismatchError")) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4], Sum)")) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4] on cuda, Sum)")) << ranks[r].output;
+  }
+}
+
+TEST(NcclDdp, TwoRanksEqualOneProcessOnTheCombinedBatch) {
+  SKIP_WITHOUT_A_GPU();
+  expect_all_ok(run_workers(2, "ddp", {}, std::chrono::seconds(400)), "ddp");
+}
+
+TEST(StagedDdp, TwoReplicasSharingTheGpuEqualOneProcessOnTheCombinedBatch) {
+  SKIP_WITHOUT_A_GPU();
+  const auto finished = run_process({GPU_WORKER, "replicas-ddp"}, {}, std::chrono::seconds(400));
+  EXPECT_EQ(finished.exit_code, 0) << finished.output;
+  EXPECT_TRUE(contains(finished.output, "rank 0: equivalence ok")) << finished.output;
+  EXPECT_TRUE(contains(finished.output, "rank 1: equivalence ok")) << finished.output;
+}
+
+}  // namespace
+}  // namespace lockstep::testing
