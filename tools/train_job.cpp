@@ -67,6 +67,8 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_option("--clip-grad-norm", clip_grad_norm, "Clip gradients to this global norm (0: off)");
   command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
   command.add_flag("--augment", augment, "Random crops and flips of small images");
+  command.add_flag("--deterministic", deterministic,
+                   "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
   command.add_option("--out", out, "Run folder (default: runs/DATASET-MODEL-TIME)");
   command.add_flag("--resume", resume, "Continue from the newest checkpoint in --out (default: the newest run)");
   command.add_option("--seed", seed, "Seed of the model's initialisation and the data order")->capture_default_str();
@@ -174,6 +176,7 @@ std::vector<std::string> TrainJob::as_arguments() const {
                                 "--stop-after-step", std::to_string(stop_after_step)};
   if (resume) a.push_back("--resume");
   if (augment) a.push_back("--augment");
+  if (deterministic) a.push_back("--deterministic");
   if (!val_split.empty()) a.insert(a.end(), {"--val-split", val_split});
   const auto registry = datasets.as_arguments();
   a.insert(a.end(), registry.begin(), registry.end());
@@ -196,6 +199,7 @@ void report_timing(const char* phase) {
 // One worker's training, in the default group (a process's or a replica's); the exit status.
 int train_worker(const TrainJob& job, const JobData& d) {
   if (job.scripted_model() && lockstep::rank() == 0) keep_scripted_model(job);
+  if (job.deterministic) train::use_deterministic_algorithms();
   const JobModel model = make_job_model(job, d);
   const torch::Device device = train::choose_device(job.device, lockstep::local_rank());
   model.module->to(device);

@@ -32,6 +32,7 @@ struct TrainJob {
   double clip_grad_norm = 0;  // 0: off
   bool scale_lr = false;
   bool augment = false;  // random crops and flips of small images (large ones are always cropped)
+  bool deterministic = false;  // deterministic kernels: bit-exact resumes on a GPU
   std::string out;
   bool resume = false;
   uint64_t seed = 0;

@@ -1,5 +1,9 @@
 #include "lockstep/train/device.h"
 
+#include <cstdlib>
+#include <mutex>
+
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 
 #include "comm/device_call.h"
@@ -33,6 +37,16 @@ torch::Device choose_device(const std::string& choice, int local_rank) {
     throw ConfigError("--device " + choice + ": only " + std::to_string(gpus) + " CUDA devices are visible");
   }
   return device;
+}
+
+void use_deterministic_algorithms() {
+  static std::once_flag once;  // replicas on threads each ask; setenv is not thread-safe
+  std::call_once(once, [] {
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  });
 }
 
 }  // namespace lockstep::train

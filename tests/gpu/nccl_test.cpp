@@ -19,8 +19,6 @@ namespace {
     GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
   }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // A TCP world of n ranks on the nccl backend, each rank claiming a host of its own to NCCL.
 std::function<Env(int)> nccl_world(int n, Env extra = {}) {
   const auto world = tcp_world(n, std::move(extra));

@@ -15,4 +15,11 @@ torch::Device choose_device(const std::string& choice, int local_rank);
 /// GPUs this process sees (0 in a CPU build).
 int visible_gpus();
 
+/// Makes kernels deterministic, so that a GPU run and its resumed twin agree bit for bit as
+/// CPU runs do: cuDNN's deterministic algorithms without benchmarking, and libtorch's
+/// deterministic implementations (a warning, not an error, for an op without one). cuBLAS
+/// reads CUBLAS_WORKSPACE_CONFIG at its first use: this sets it (":4096:8") unless the user
+/// has, so call it before any GPU work. Slower on a GPU; changes nothing on the CPU.
+void use_deterministic_algorithms();
+
 }  // namespace lockstep::train
