@@ -54,15 +54,19 @@ torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(tor
   # Debian's Gloo beside the torch wheel's: do both export gloo:: symbols into one process?
   echo "gloo symbols exported by libtorch_cpu.so: $(nm -D --defined-only "$torch_lib/libtorch_cpu.so" | grep -c ' _ZN4gloo' || true)"
   echo "gloo symbols exported by Debian's libgloo: $(nm -D --defined-only "$prefix/usr/lib/libgloo.so" | grep -c ' _ZN4gloo' || true)"
+  echo "gloo headers in the torch wheel: $(ls "$(dirname "$torch_lib")/include/gloo" 2>/dev/null | wc -l) files"
 } > "$out/environment.txt" 2>&1
 
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$multiarch/cmake;$prefix/usr/share/cmake" \
   -DMPI_HOME="$multiarch/openmpi" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-grep -E "CUDA support|Found" "$out/configure.log" >> "$out/environment.txt" || true
+grep -E "CUDA support|NCCL|Found" "$out/configure.log" >> "$out/environment.txt" || true
 cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -m 20 -E "error|undefined" "$out/build.log"; exit 1; }
 echo "== libraries not found" >> "$out/environment.txt"
 ldd build-gpu/tools/lockstep | grep "not found" >> "$out/environment.txt" || echo "none" >> "$out/environment.txt"
+echo "== the NCCL lockstep links, and libtorch_cuda's" >> "$out/environment.txt"
+ldd build-gpu/src/liblockstep.so | grep -i nccl >> "$out/environment.txt" || echo "none" >> "$out/environment.txt"
+ldd "$torch_lib/libtorch_cuda.so" | grep -i nccl >> "$out/environment.txt" || echo "none (static?)" >> "$out/environment.txt"
 
 status=0
 ctest --test-dir build-gpu -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=$?
@@ -71,6 +75,8 @@ tail -15 "$out/gpu-tests.log"
   build-gpu/bench/gpu_train
   python3 bench/gpu_train.py
   build-gpu/bench/gpu_allreduce
+  build-gpu/tools/lockstep run -n 2 -- build-gpu/bench/gpu_allreduce --transport staged
+  build-gpu/tools/lockstep run -n 2 -- build-gpu/bench/gpu_allreduce --transport nccl
 } > "$out/gpu-bench.log" 2>&1 || status=$?
 cat "$out/gpu-bench.log"
 exit $status
