@@ -118,12 +118,13 @@ void Communicator::watch_device_work(const Call& call, std::shared_ptr<DeviceCal
 void Communicator::watch() {
   const auto period = std::min<std::chrono::milliseconds>(
       timeout_ / 10 + std::chrono::milliseconds(1), std::chrono::seconds(1));
-  const auto seconds = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count());
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f", std::chrono::duration<double>(timeout_).count());
   std::unique_lock<std::mutex> lock(watch_mutex_);
   while (!watch_stop_.wait_for(lock, period, [&] { return stop_watching_; })) {
     const auto now_running = running();
     if (!transport_->can_give_up() && now_running && now_running->second >= timeout_) {
-      end_job(now_running->first + " did not complete within " + seconds + " s: a rank died, hangs, or called a "
+      end_job(now_running->first + " did not complete within " + std::string(seconds) + " s: a rank died, hangs, or called a "
               "different collective");
     }
     while (!device_work_.empty() && !device_work_.front().call->device_work_pending()) device_work_.pop_front();
@@ -132,7 +133,7 @@ void Communicator::watch() {
     const std::string error = transport_->device_error();
     if (!error.empty()) end_job(oldest.description + " failed on the device: " + error);
     if (std::chrono::steady_clock::now() - oldest.queued >= timeout_) {
-      end_job(oldest.description + " did not finish on the device within " + seconds + " s: a rank died, hangs, or "
+      end_job(oldest.description + " did not finish on the device within " + std::string(seconds) + " s: a rank died, hangs, or "
               "called a different collective");
     }
   }

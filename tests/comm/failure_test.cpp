@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "comm/device_engine.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 
@@ -251,7 +252,7 @@ struct BadConfig {
 
 TEST(BadConfig, EndsWithOneLineSayingWhatToFix) {
   const std::string port = std::to_string(free_port());
-  const std::vector<BadConfig> cases = {
+  std::vector<BadConfig> cases = {
       {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 must be at least 1"},
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2 is out of range for WORLD_SIZE=2"},
       {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK='x' is not an integer"},
@@ -269,9 +270,13 @@ TEST(BadConfig, EndsWithOneLineSayingWhatToFix) {
        "cannot create the store directory '/proc/lockstep-store'"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "70000"}},
        "MASTER_PORT=70000 is not a TCP port"},
-      {{{"LOCKSTEP_BACKEND", "nccl2"}}, "LOCKSTEP_BACKEND='nccl2' must be gloo, mpi or auto"},
+      {{{"LOCKSTEP_BACKEND", "nccl2"}}, "LOCKSTEP_BACKEND='nccl2' must be gloo, mpi, nccl or auto"},
       {{{"LOCKSTEP_TIMEOUT", "-1"}}, "LOCKSTEP_TIMEOUT='-1' must be a positive number"},
   };
+  if (!built_with_nccl()) {
+    cases.push_back({{{"LOCKSTEP_BACKEND", "nccl"}}, "the nccl backend needs lockstep built against a libtorch with "
+                                                     "CUDA and NCCL"});
+  }
   for (const auto& c : cases) {
     const auto start = steady_clock::now();
     const auto run = run_process(worker("init-only"), c.env, std::chrono::seconds(30));

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -120,6 +121,11 @@ int replicas_ddp() {
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
+  // DDP is held to 1e-5 of one process in float32: no TF32 convolutions, and the same
+  // convolution algorithms in every process.
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
   if (scenario == "replicas-ddp") return replicas_ddp();
   lockstep::init();
   int code = 2;
