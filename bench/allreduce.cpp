@@ -35,6 +35,7 @@
 
 #include "comm/communicator.h"
 #include "comm/connect_group.h"
+#include "comm/gloo_compat.h"
 #include "comm/mpi_transport.h"
 #include "comm/reduce_kernels.h"
 #include "comm/world.h"
@@ -172,10 +173,10 @@ int mpi_pair(const std::string& out_path, const std::string& dir) {
 
 int gloo_pair(const std::string& out_path, int rank, const std::string& dir) {
   fs::create_directories(dir + "/raw");
-  gloo::rendezvous::FileStore store(dir + "/raw");
+  auto store = std::make_shared<gloo::rendezvous::FileStore>(dir + "/raw");
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, 2);
   auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
-  context->connectFullMesh(store, device);
+  lockstep::gloo_compat::connect_full_mesh(*context, store, device);
 
   // The same interface as the raw context: only lockstep's layer differs.
   Group over_gloo(file_spec(rank, dir + "/gloo", false));

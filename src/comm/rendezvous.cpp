@@ -21,6 +21,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/gloo_compat.h"
 #include "comm/gloo_transport.h"
 #include "comm/heartbeat.h"
 #include "comm/tcp_probe.h"
@@ -237,12 +238,12 @@ class StoreWorld : public World {
   std::unique_ptr<Transport> connect_engine(const std::vector<int>& ranks,
                                             const std::string& name) override {
     const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());
-    auto store = std::make_shared<gloo::rendezvous::PrefixStore>(name, *store_);
+    auto store = gloo_compat::prefix_store(name, store_);
     auto context = std::make_shared<gloo::rendezvous::Context>(me, static_cast<int>(ranks.size()));
     context->setTimeout(spec().timeout);
     try {
       if (!device_) device_ = gloo::transport::tcp::CreateDevice(device_attr(spec()));
-      context->connectFullMesh(*store, device_);
+      gloo_compat::connect_full_mesh(*context, store, device_);
     } catch (const std::exception& e) {
       throw Error("lockstep: rank " + std::to_string(spec().rank) +
                   " could not connect to the other ranks through " + store_name(spec()) + ": " +

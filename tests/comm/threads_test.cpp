@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "comm/communicator.h"
+#include "comm/gloo_compat.h"
 #include "comm/gloo_transport.h"
 #include "lockstep/comm/error.h"
 
@@ -30,7 +31,7 @@ auto on_threads(int n, Body body, milliseconds timeout = milliseconds(5000), boo
       auto context = std::make_shared<gloo::rendezvous::Context>(r, n);
       context->setTimeout(timeout);
       auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
-      context->connectFullMesh(*store, device);
+      gloo_compat::connect_full_mesh(*context, store, device);
       Communicator comm(std::make_unique<GlooTransport>(context, store, timeout), Backend::Gloo,
                         timeout, debug);
       return body(comm);
