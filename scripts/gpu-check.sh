@@ -60,7 +60,7 @@ torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(tor
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$multiarch/cmake;$prefix/usr/share/cmake" \
   -DMPI_HOME="$multiarch/openmpi" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-grep -E "CUDA support|NCCL|Found" "$out/configure.log" >> "$out/environment.txt" || true
+grep -E "lockstep:|Found" "$out/configure.log" >> "$out/environment.txt" || true
 cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -m 20 -E "error|undefined" "$out/build.log"; exit 1; }
 echo "== libraries not found" >> "$out/environment.txt"
 ldd build-gpu/tools/lockstep | grep "not found" >> "$out/environment.txt" || echo "none" >> "$out/environment.txt"
