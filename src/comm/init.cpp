@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include "comm/device_call.h"
 #include "comm/environment.h"
 #include "comm/process_group.h"
 #include "lockstep/comm/error.h"
@@ -103,7 +104,10 @@ void init(const InitOptions& options) {
   if (is_initialized()) {
     throw Error("lockstep::init() was called twice; call lockstep::shutdown() first");
   }
-  auto group = detail::make_world_group(join_world(spec));
+  if (options.device()) use_cuda_device(*options.device(), /*wrap=*/false);  // before meeting anyone
+  auto world = join_world(spec);
+  if (!options.device() && spec.cuda_backend == Backend::Nccl) use_cuda_device(world->local_rank(), /*wrap=*/true);
+  auto group = detail::make_world_group(std::move(world));
   std::lock_guard<std::mutex> lock(group_mutex);
   world_group = std::move(group);
 }

@@ -1,12 +1,14 @@
 // How init() reads torchrun, OpenMPI, Slurm and lockstep variables (no processes needed).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 
 #include "comm/device_call.h"
 #include "comm/device_engine.h"
 #include "comm/environment.h"
 #include "lockstep/comm/error.h"
+#include "lockstep/comm/init.h"
 
 namespace lockstep {
 namespace {
@@ -148,6 +150,23 @@ TEST(Environment, TheNcclBackendWithoutNcclSaysWhy) {
                                "; the gloo backend moves CUDA tensors through host memory";
   EXPECT_EQ(error_of(InitOptions().backend(Backend::Nccl), {}), expected);
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_BACKEND", "nccl"}}), expected);
+}
+
+// Refused before meeting anyone: the rank waiting for a second one would take the timeout.
+TEST(Environment, ADeviceInACpuBuildIsRefusedBeforeTheRendezvous) {
+  if (built_with_cuda()) GTEST_SKIP() << "this build has CUDA; tests/gpu covers devices";
+  const auto started = std::chrono::steady_clock::now();
+  std::string message = "no error";
+  try {
+    init(InitOptions().device(1).rank(0).world_size(2).method(InitMethod::File).file_path("/tmp/lockstep-never-met")
+             .timeout(std::chrono::seconds(20)));
+  } catch (const ConfigError& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message, "lockstep::init: InitOptions::device(1) needs a GPU, but this lockstep was built against a "
+                     "libtorch without CUDA (docs/GPU.md)");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_FALSE(is_initialized());
 }
 
 TEST(Environment, AnExplicitBackendStagesCudaTensorsThroughIt) {

@@ -33,6 +33,9 @@ struct InitOptions {
   /// Ranks on one host reduce through shared memory (LOCKSTEP_SHM=0 turns it off; default
   /// on). Across hosts, shared memory inside each and the backend between them.
   TORCH_ARG(std::optional<bool>, shared_memory);
+  /// This rank's CUDA device, made the current one (a CUDA build). Default: with the nccl
+  /// backend, the local rank's (local rank mod the visible GPUs); otherwise unchanged.
+  TORCH_ARG(std::optional<int>, device);
 };
 
 /// Joins the process group. With no environment at all, makes a world of size 1.
