@@ -127,10 +127,15 @@ void Communicator::watch() {
       end_job(now_running->first + " did not complete within " + std::string(seconds) + " s: a rank died, hangs, or called a "
               "different collective");
     }
-    while (!device_work_.empty() && !device_work_.front().call->device_work_pending()) device_work_.pop_front();
-    if (device_work_.empty()) continue;
+    std::string error;
+    try {
+      while (!device_work_.empty() && !device_work_.front().call->device_work_pending()) device_work_.pop_front();
+      if (device_work_.empty()) continue;
+      error = transport_->device_error();
+    } catch (const std::exception& e) {  // the device itself failed (CUDA's errors are sticky)
+      error = e.what();
+    }
     const DeviceWork& oldest = device_work_.front();
-    const std::string error = transport_->device_error();
     if (!error.empty()) end_job(oldest.description + " failed on the device: " + error);
     if (std::chrono::steady_clock::now() - oldest.queued >= timeout_) {
       end_job(oldest.description + " did not finish on the device within " + std::string(seconds) + " s: a rank died, hangs, or "

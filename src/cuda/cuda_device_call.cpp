@@ -90,7 +90,7 @@ class CudaDeviceCall : public DeviceCall {
         used_on(target, caller_stream_);
       }
       target.copy_(result, /*non_blocking=*/true);
-      keep_until_copied(result, side);
+      if (result.is_pinned()) keep_until_copied(result, side);
       outputs.push_back(target);
     }
     done_.record(side);
@@ -114,8 +114,8 @@ class CudaDeviceCall : public DeviceCall {
   }
 
   // A pinned block returns to the host allocator's pool when its tensor dies, but is handed
-  // out again only once the copies recorded on it are done (pageable results are copied
-  // before copy_ returns, and are not the pool's).
+  // out again only once the copies recorded on it are done. (Pageable results, which the
+  // pool does not own, are copied before copy_ returns.)
   static void keep_until_copied(const at::Tensor& host, const c10::cuda::CUDAStream& stream) {
     const auto& data = host.storage().data_ptr();
     at::cuda::CachingHostAllocator_recordEvent(data.get(), data.get_context(), stream);
