@@ -102,7 +102,7 @@ std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& m
                                          const std::string& name,
                                          const GatherOverParent& gather) {
   auto host = connect_host_transport(world, members, name, gather);
-  // A group of one moves nothing, on any device.
+  // A group of one needs no NCCL: it has no one to send to.
   if (!host || members.size() == 1) return host;
   return with_device_engine(std::move(host), world.spec());
 }
