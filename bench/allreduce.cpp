@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -40,8 +39,11 @@
 #include "comm/reduce_kernels.h"
 #include "comm/world.h"
 #include "lockstep/lockstep.h"
+#include "median.h"
 
 namespace {
+
+using lockstep::bench::median;
 
 using Clock = std::chrono::steady_clock;
 using Variant = std::function<void()>;
@@ -52,11 +54,6 @@ constexpr size_t kLargest = 64 << 20;
 constexpr int kRounds = 101;
 // lockstep asks gloo for this algorithm; the raw baseline uses the same.
 constexpr auto kGlooAlgorithm = gloo::AllreduceOptions::Algorithm::BCUBE;
-
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
-}
 
 // Median seconds per call of each variant, and of each variant's time over the first's
 // (the raw engine's) within the same round.

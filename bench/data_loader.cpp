@@ -11,7 +11,6 @@
 // horizontal flip, normalize), and prints median samples per second.
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,8 +27,11 @@
 #include "lockstep/data/imagenet.h"
 #include "lockstep/data/loader.h"
 #include "lockstep/data/registry.h"
+#include "median.h"
 
 namespace {
+
+using lockstep::bench::median;
 
 namespace data = lockstep::data;
 namespace fs = std::filesystem;
@@ -37,11 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kRepeats = 5;
 constexpr size_t kBatch = 64;
-
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
-}
 
 data::Transform augmentation() {
   return data::compose({data::random_crop(28, 2), data::horizontal_flip(), data::normalize({0.2860}, {0.3530})});

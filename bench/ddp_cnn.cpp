@@ -18,7 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,8 +32,11 @@
 #include "lockstep/data/loader.h"
 #include "lockstep/data/registry.h"
 #include "lockstep/lockstep.h"
+#include "median.h"
 
 namespace {
+
+using lockstep::bench::median;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -46,11 +48,6 @@ torch::nn::Sequential make_cnn() {
       torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
       torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
       torch::nn::Flatten(), torch::nn::Linear(3136, 128), torch::nn::ReLU(), torch::nn::Linear(128, 10));
-}
-
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
 }
 
 // Fashion-MNIST's training split, batched by a PrefetchLoader as a training job would read it.

@@ -10,7 +10,6 @@
 //
 // prints the median time per call and the bus bandwidth as nccl-tests counts it
 // (2 (n-1)/n × bytes / time). `--device cpu` times the same call on CPU tensors.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,15 +21,13 @@
 #include <torch/torch.h>
 
 #include "lockstep/lockstep.h"
+#include "median.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using lockstep::bench::median;
 
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
-}
+using Clock = std::chrono::steady_clock;
 
 // Seconds of each timed all_reduce on this rank of `group`, after 3 untimed ones.
 std::vector<double> time_all_reduce(const lockstep::ProcessGroup& group, torch::Device device, int64_t elements,

@@ -9,7 +9,6 @@
 // their ratio (issue 8's target: at least 0.99; world 1 adds no per-step work).
 // bench/gpu_train.py is the same job under PyTorch's Python DDP, for the second ratio.
 // `--device cpu --model cnn --image-size 28 --batch 16` runs it anywhere, as a smoke check.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -21,9 +20,12 @@
 
 #include "lockstep/lockstep.h"
 #include "lockstep/train/models.h"
+#include "median.h"
 #include "train/autocast_guard.h"
 
 namespace {
+
+using lockstep::bench::median;
 
 using Clock = std::chrono::steady_clock;
 
@@ -36,11 +38,6 @@ struct Settings {
   int steps = 20;
   int repeats = 5;
 };
-
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
-}
 
 void wait_for(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
