@@ -19,7 +19,6 @@ namespace {
 
 using testing::contains;
 using testing::lines_of;
-using testing::numbers_on_lines;
 using testing::run_process;
 using testing::TemporaryDirectory;
 
@@ -84,32 +83,12 @@ TEST(ScriptedModule, DdpOnTwoReplicasGivesTheGradientOfTheCombinedBatch) {
   });
 }
 
+// Stopped in the second epoch, then resumed.
 TEST(ScriptedModel, APythonCnnReaches89PercentInTwoEpochsAndResumesBitExactly) {
   TemporaryDirectory dir;
   const std::string model = scripted_model(dir.path() + "/cnn.pt");
-  const std::vector<std::string> job = {LOCKSTEP_TOOL, "train", "--model", model, "-n", "2", "--epochs", "2"};
-  auto whole = job;
-  whole.insert(whole.end(), {"--out", dir.path() + "/whole"});
-  const auto trained = run_process(whole, {}, std::chrono::seconds(400));
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  const auto top1 = numbers_on_lines(trained.output, "(test top-1 )([0-9.]+)%");
-  ASSERT_EQ(top1.size(), 1u) << trained.output;
-  EXPECT_GE(top1[0], 89.0) << trained.output;
-
-  // Stopped in the second epoch, then resumed: the same parameters, optimizer steps and
-  // BatchNorm statistics, bit for bit.
-  auto interrupted = job;
-  interrupted.insert(interrupted.end(), {"--out", dir.path() + "/interrupted"});
-  auto first = interrupted;
-  first.insert(first.end(), {"--stop-after-step", "700"});
-  const auto stopped = run_process(first, {}, std::chrono::seconds(400));
-  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
-  ASSERT_TRUE(contains(stopped.output, "stopped after step 700")) << stopped.output;
-  interrupted.push_back("--resume");
-  const auto resumed = run_process(interrupted, {}, std::chrono::seconds(400));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_same_weights(checkpoint_weights(newest_checkpoint(dir.path() + "/whole")),
-                      checkpoint_weights(newest_checkpoint(dir.path() + "/interrupted")));
+  expect_accurate_and_resumed_bit_exactly({LOCKSTEP_TOOL, "train", "--model", model, "-n", "2", "--epochs", "2"}, 89.0,
+                                          700);
 }
 
 TEST(Export, PythonLoadsTheStateDictOfABuiltInModelExactly) {

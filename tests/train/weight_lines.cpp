@@ -10,7 +10,9 @@
 
 namespace lockstep::train {
 
+using testing::contains;
 using testing::lines_of;
+using testing::numbers_on_lines;
 using testing::run_process;
 
 std::vector<std::string> python_weights(const std::string& kind, const std::string& file) {
@@ -55,6 +57,31 @@ void expect_same_weights(const std::vector<std::string>& expected, const std::ve
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(expected[i], actual[i]) << "tensor " << actual[i].substr(0, actual[i].find(' '));
   }
+}
+
+void expect_accurate_and_resumed_bit_exactly(const std::vector<std::string>& job, double min_top1, int stop_step) {
+  testing::TemporaryDirectory dir;
+  const auto deadline = std::chrono::seconds(500);
+  auto whole = job;
+  whole.insert(whole.end(), {"--out", dir.path() + "/whole"});
+  const auto trained = run_process(whole, {}, deadline);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto top1 = numbers_on_lines(trained.output, "(test top-1 )([0-9.]+)%");
+  ASSERT_EQ(top1.size(), 1u) << trained.output;
+  EXPECT_GE(top1[0], min_top1) << trained.output;
+
+  auto interrupted = job;
+  interrupted.insert(interrupted.end(), {"--out", dir.path() + "/interrupted"});
+  auto first = interrupted;
+  first.insert(first.end(), {"--stop-after-step", std::to_string(stop_step)});
+  const auto stopped = run_process(first, {}, deadline);
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  ASSERT_TRUE(contains(stopped.output, "stopped after step " + std::to_string(stop_step))) << stopped.output;
+  interrupted.push_back("--resume");
+  const auto resumed = run_process(interrupted, {}, deadline);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_weights(checkpoint_weights(newest_checkpoint(dir.path() + "/whole")),
+                      checkpoint_weights(newest_checkpoint(dir.path() + "/interrupted")));
 }
 
 }  // namespace lockstep::train

@@ -16,5 +16,9 @@ std::vector<std::string> checkpoint_weights(const std::string& checkpoint);
 std::string newest_checkpoint(const std::string& run);
 /// Expects the same tensors, naming the first that differs.
 void expect_same_weights(const std::vector<std::string>& expected, const std::vector<std::string>& actual);
+/// Runs `job` (a `lockstep train` command without --out) whole, expecting at least
+/// `min_top1`% test top-1, then stopped after step `stop_step` and resumed: the two runs
+/// must end with the same parameters, optimizer steps and BatchNorm statistics, bit for bit.
+void expect_accurate_and_resumed_bit_exactly(const std::vector<std::string>& job, double min_top1, int stop_step);
 
 }  // namespace lockstep::train
