@@ -109,8 +109,8 @@ void Communicator::start_watchdog() {
 
 void Communicator::watch_device_work(const Call& call, std::shared_ptr<DeviceCall> device_call) {
   std::lock_guard<std::mutex> lock(watch_mutex_);
-  while (!device_work_.empty() && !device_work_.front().call->device_work_pending()) device_work_.pop_front();
-  device_work_.push_back({call.describe(), std::chrono::steady_clock::now(), std::move(device_call)});
+  while (!device_work_.empty() && !device_work_.front().device_call->device_work_pending()) device_work_.pop_front();
+  device_work_.push_back({call, std::chrono::steady_clock::now(), std::move(device_call)});
   start_watchdog();
 }
 
@@ -129,16 +129,16 @@ void Communicator::watch() {
     }
     std::string error;
     try {
-      while (!device_work_.empty() && !device_work_.front().call->device_work_pending()) device_work_.pop_front();
+      while (!device_work_.empty() && !device_work_.front().device_call->device_work_pending()) device_work_.pop_front();
       if (device_work_.empty()) continue;
       error = transport_->device_error();
     } catch (const std::exception& e) {  // the device itself failed (CUDA's errors are sticky)
       error = e.what();
     }
     const DeviceWork& oldest = device_work_.front();
-    if (!error.empty()) end_job(oldest.description + " failed on the device: " + error);
+    if (!error.empty()) end_job(oldest.call.describe() + " failed on the device: " + error);
     if (std::chrono::steady_clock::now() - oldest.queued >= timeout_) {
-      end_job(oldest.description + " did not finish on the device within " + std::string(seconds) + " s: a rank died, hangs, or "
+      end_job(oldest.call.describe() + " did not finish on the device within " + std::string(seconds) + " s: a rank died, hangs, or "
               "called a different collective");
     }
   }

@@ -128,9 +128,9 @@ class Communicator {
   // For transports that cannot give up (see Transport::can_give_up), and for device work
   // queued on a transport's stream (NCCL), which the host never waits for.
   struct DeviceWork {
-    std::string description;
+    Call call;  // described only when it fails
     std::chrono::steady_clock::time_point queued;
-    std::shared_ptr<DeviceCall> call;
+    std::shared_ptr<DeviceCall> device_call;
   };
   std::mutex watch_mutex_;  // guards what follows
   std::condition_variable watch_stop_;

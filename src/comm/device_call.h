@@ -48,9 +48,12 @@ std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& ten
 /// Whether this build moves CUDA tensors (it was built against a libtorch with CUDA).
 bool built_with_cuda();
 
-/// Makes CUDA device `index` this thread's current one, as InitOptions::device asks (or
-/// the local rank's GPU, `index` mod the visible GPUs, when `wrap` is set). Throws
+/// Makes CUDA device `index` this thread's current one, as InitOptions::device asks. Throws
 /// ConfigError naming the device when the build or the machine has no such device.
-void use_cuda_device(int index, bool wrap);
+void use_cuda_device(int index);
+
+/// Makes the local rank's GPU (local rank mod the visible GPUs) the current one; nothing
+/// where no GPU is visible.
+void use_gpu_of_local_rank(int local_rank);
 
 }  // namespace lockstep

@@ -18,10 +18,11 @@ std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& ten
 
 bool built_with_cuda() { return false; }
 
-void use_cuda_device(int index, bool wrap) {
-  if (wrap) return;  // the default: nothing asked for
+void use_cuda_device(int index) {
   throw ConfigError("lockstep::init: InitOptions::device(" + std::to_string(index) + ") needs a GPU, but this lockstep was "
                     "built against a libtorch without CUDA (docs/GPU.md)");
 }
+
+void use_gpu_of_local_rank(int) {}
 
 }  // namespace lockstep

@@ -104,9 +104,9 @@ void init(const InitOptions& options) {
   if (is_initialized()) {
     throw Error("lockstep::init() was called twice; call lockstep::shutdown() first");
   }
-  if (options.device()) use_cuda_device(*options.device(), /*wrap=*/false);  // before meeting anyone
+  if (options.device()) use_cuda_device(*options.device());  // before meeting anyone
   auto world = join_world(spec);
-  if (!options.device() && spec.cuda_backend == Backend::Nccl) use_cuda_device(world->local_rank(), /*wrap=*/true);
+  if (!options.device() && spec.cuda_backend == Backend::Nccl) use_gpu_of_local_rank(world->local_rank());
   auto group = detail::make_world_group(std::move(world));
   std::lock_guard<std::mutex> lock(group_mutex);
   world_group = std::move(group);

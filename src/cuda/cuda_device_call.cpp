@@ -142,15 +142,18 @@ std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& ten
 
 bool built_with_cuda() { return true; }
 
-void use_cuda_device(int index, bool wrap) {
+void use_cuda_device(int index) {
   const int gpus = c10::cuda::device_count();
-  if (wrap && gpus == 0) return;  // the default, on a machine without GPUs: CPU tensors only
-  if (wrap) index %= gpus;
   if (index < 0 || index >= gpus) {
     throw ConfigError("lockstep::init: InitOptions::device(" + std::to_string(index) + "), but " + std::to_string(gpus) +
                       " CUDA devices are visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
   }
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+}
+
+void use_gpu_of_local_rank(int local_rank) {
+  const int gpus = c10::cuda::device_count();
+  if (gpus > 0) c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank % gpus));
 }
 
 }  // namespace lockstep

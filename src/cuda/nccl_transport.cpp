@@ -261,14 +261,21 @@ class NcclTransport : public Transport {
     return "";
   }
 
-  // Waits for a call on a non-blocking communicator to settle, within the timeout. A
-  // communicator that failed is aborted, so that nothing of it keeps the GPU busy.
-  void settle(ncclResult_t result, ncclComm_t comm, const std::string& what) {
+  // What a call on a non-blocking communicator came to: polled while it is in progress, for
+  // at most the timeout (then still ncclInProgress).
+  ncclResult_t outcome(ncclResult_t result, ncclComm_t comm) const {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (result == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
       if (ncclCommGetAsyncError(comm, &result) != ncclSuccess) break;
     }
+    return result;
+  }
+
+  // Throws unless the call succeeded within the timeout. A communicator that failed is
+  // aborted, so that nothing of it keeps the GPU busy.
+  void settle(ncclResult_t result, ncclComm_t comm, const std::string& what) {
+    result = outcome(result, comm);
     if (result == ncclSuccess) return;
     const std::string why = result == ncclInProgress
         ? "did not finish within " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) + " s"
@@ -293,13 +300,7 @@ class NcclTransport : public Transport {
   // Flushes what was queued, within the timeout, then frees the communicator; one that
   // cannot finish is aborted.
   void destroy(DeviceComm& device) {
-    ncclResult_t state = ncclCommFinalize(device.comm);
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (ncclCommGetAsyncError(device.comm, &state) != ncclSuccess) break;
-    }
-    if (state == ncclSuccess) {
+    if (outcome(ncclCommFinalize(device.comm), device.comm) == ncclSuccess) {
       ncclCommDestroy(device.comm);
     } else {
       ncclCommAbort(device.comm);

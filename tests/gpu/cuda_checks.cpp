@@ -3,13 +3,10 @@
 #include <vector>
 
 namespace lockstep::testing {
-namespace {
 
 using torch::Tensor;
 
 bool equal_on_host(const Tensor& gpu, const Tensor& expected) { return gpu.cpu().to(torch::kDouble).equal(expected); }
-
-}  // namespace
 
 std::string wrong_collectives(const ProcessGroup& group, int64_t length, torch::Device device) {
   std::string wrong;

@@ -20,6 +20,9 @@ std::string wrong_collectives(const ProcessGroup& group, int64_t length, torch::
 /// kernels queued after wait() must see the collective's: what was wrong, or "".
 std::string wrong_stream_order(const ProcessGroup& group, torch::Device device);
 
+/// Whether a device tensor's values, read on the host, equal `expected` (a float64 tensor).
+bool equal_on_host(const torch::Tensor& gpu, const torch::Tensor& expected);
+
 /// Keeps the current stream busy for a while (about 50 ms on an H100).
 void queue_slow_kernels(torch::Device device);
 

@@ -28,7 +28,7 @@ torch::TensorOptions on_gpu(torch::ScalarType dtype = torch::kFloat) {
   return torch::TensorOptions().dtype(dtype).device(torch::kCUDA, 0);
 }
 
-bool equal_on_host(const Tensor& gpu, const Tensor& expected) { return gpu.cpu().to(torch::kDouble).equal(expected); }
+using testing::equal_on_host;
 
 const torch::Device kGpu(torch::kCUDA, 0);
 
