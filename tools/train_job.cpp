@@ -65,6 +65,8 @@ void TrainJob::add_options(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--warmup-steps", warmup_steps, "Linear warm-up steps")->capture_default_str();
   command.add_option("--clip-grad-norm", clip_grad_norm, "Clip gradients to this global norm (0: off)");
+  command.add_option("--bucket-cap-mb", bucket_cap_mb, "Gradient bucket size of DistributedDataParallel, in MiB (the first "
+                     "bucket at most 1)")->capture_default_str();
   command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
   command.add_flag("--augment", augment, "Random crops and flips of small images");
   command.add_flag("--deterministic", deterministic,
@@ -121,6 +123,7 @@ void TrainJob::check() const {
                       "one; leave out --mode threads");
   }
   if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + exact(weight_decay));
+  if (bucket_cap_mb <= 0) throw ConfigError("--bucket-cap-mb must be positive, got " + exact(bucket_cap_mb));
   train::choose_device(device, 0);  // says why CUDA cannot be used, before any worker starts
   check_model();
   check_out();
@@ -169,6 +172,7 @@ std::vector<std::string> TrainJob::as_arguments() const {
                                 "--lr", exact(lr), "--momentum", exact(momentum),
                                 "--weight-decay", exact(weight_decay), "--schedule", schedule,
                                 "--warmup-steps", std::to_string(warmup_steps), "--clip-grad-norm", exact(clip_grad_norm),
+                                "--bucket-cap-mb", exact(bucket_cap_mb),
                                 "--scale-lr", scale_lr ? "true" : "false", "--out", out, "--seed", std::to_string(seed),
                                 "--threads", std::to_string(threads), "--log-every", std::to_string(log_every),
                                 "--checkpoint-every", std::to_string(checkpoint_every), "--keep", std::to_string(keep),
@@ -217,7 +221,9 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .stop_after_step(job.stop_after_step)
                      .handle_signals(true)
                      .model_name(job.model_label())
-                     .autocast_bf16(job.precision == "bf16");
+                     .autocast_bf16(job.precision == "bf16")
+                     .ddp(DDPOptions().bucket_cap_mb(job.bucket_cap_mb).first_bucket_cap_mb(
+                         std::min(DDPOptions().first_bucket_cap_mb(), job.bucket_cap_mb)));
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
   train::Trainer trainer(model.module, model.forward, optimizer, train::cross_entropy_loss(), options);
   if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));

@@ -30,6 +30,7 @@ struct TrainJob {
   std::string schedule = "cosine";
   int64_t warmup_steps = 100;
   double clip_grad_norm = 0;  // 0: off
+  double bucket_cap_mb = 25;  // DistributedDataParallel's bucket size
   bool scale_lr = false;
   bool augment = false;  // random crops and flips of small images (large ones are always cropped)
   bool deterministic = false;  // deterministic kernels: bit-exact resumes on a GPU

@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include "comm/averaging.h"
 #include "comm/device_call.h"
 #include "comm/work_state.h"
 #include "lockstep/comm/collectives.h"
@@ -61,8 +62,14 @@ void check_root(int root, int world_size, Collective kind) {
   }
 }
 
-// Neither gloo nor MPI averages: Avg travels as Sum and is divided afterwards.
-ReduceOp on_the_wire(ReduceOp op) { return op == ReduceOp::Avg ? ReduceOp::Sum : op; }
+// No transport averages: Avg travels as Sum, in averaging_dtype, and is divided afterwards
+// (write_mean).
+ReduceOp op_on_the_wire(ReduceOp op) { return op == ReduceOp::Avg ? ReduceOp::Sum : op; }
+
+// What the transport reduces for `tensor`: itself, or for Avg a copy in averaging_dtype.
+at::Tensor tensor_on_the_wire(const at::Tensor& tensor, ReduceOp op) {
+  return op == ReduceOp::Avg ? tensor.to(averaging_dtype(tensor.scalar_type())) : tensor;
+}
 
 // What ranks exchange to find out how their calls differ.
 struct CallSummary {
@@ -170,11 +177,10 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
   Call call(Collective::AllReduce, tensors, op);
   return submit_on(tensors, std::move(call), [this, op](const Call& c, std::vector<at::Tensor>& tensors) {
     for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
-      transport_->all_reduce(packed, on_the_wire(op), tag);
+      at::Tensor wire = tensor_on_the_wire(packed, op);
+      transport_->all_reduce(wire, op_on_the_wire(op), tag);
+      if (op == ReduceOp::Avg) write_mean(wire, world_size_, packed);
     });
-    if (op == ReduceOp::Avg) {
-      for (auto& t : tensors) divide_by_world_size(t);
-    }
     return tensors;
   }, blocking);
 }
@@ -219,9 +225,10 @@ Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blockin
   Call call(Collective::Reduce, {tensor}, op, root);
   return submit_on({tensor}, std::move(call), [this, root, op](const Call& c, std::vector<at::Tensor>& tensors) {
     at::Tensor& tensor = tensors[0];
-    const ReduceOp wire_op = on_the_wire(op);
-    if (tensor.numel() > 0) transport_->reduce(tensor, root, wire_op, c.tag());
-    if (op == ReduceOp::Avg && rank_ == root) divide_by_world_size(tensor);
+    if (tensor.numel() == 0) return tensors;
+    at::Tensor wire = tensor_on_the_wire(tensor, op);
+    transport_->reduce(wire, root, op_on_the_wire(op), c.tag());
+    if (op == ReduceOp::Avg && rank_ == root) write_mean(wire, world_size_, tensor);
     return tensors;
   }, blocking);
 }
@@ -252,9 +259,11 @@ Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) 
     std::vector<int64_t> shape = input.sizes().vec();
     shape[0] /= world_size_;
     at::Tensor output = at::empty(shape, input.options());
-    const ReduceOp wire_op = on_the_wire(op);
-    if (input.numel() > 0) transport_->reduce_scatter(input, output, wire_op, c.tag());
-    if (op == ReduceOp::Avg) divide_by_world_size(output);
+    if (input.numel() == 0) return std::vector<at::Tensor>{output};
+    const at::Tensor wire = tensor_on_the_wire(input, op);
+    at::Tensor wire_output = op == ReduceOp::Avg ? at::empty(shape, wire.options()) : output;
+    transport_->reduce_scatter(wire, wire_output, op_on_the_wire(op), c.tag());
+    if (op == ReduceOp::Avg) write_mean(wire_output, world_size_, output);
     return std::vector<at::Tensor>{output};
   }, blocking);
 }
@@ -283,14 +292,6 @@ Work Communicator::barrier(bool blocking) {
     transport_->barrier(c.tag());
     return std::vector<at::Tensor>{};
   }, blocking);
-}
-
-void Communicator::divide_by_world_size(at::Tensor& tensor) const {
-  if (at::isFloatingType(tensor.scalar_type())) {
-    tensor.div_(world_size_);
-  } else {
-    tensor.div_(world_size_, "trunc");
-  }
 }
 
 // ---- ordering and execution ----

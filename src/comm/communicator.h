@@ -98,7 +98,6 @@ class Communicator {
   void start_watchdog();  // watch_mutex_ held
   void watch();
   [[noreturn]] void end_job(const std::string& why);
-  void divide_by_world_size(at::Tensor& tensor) const;
   /// Runs `run` on each tensor, or, for several, on one packed buffer per dtype (tags
   /// counting up from `tag`), copying the results back.
   void for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag,

@@ -24,6 +24,7 @@
 #include "comm/gloo_compat.h"
 #include "comm/gloo_transport.h"
 #include "comm/heartbeat.h"
+#include "comm/quiet_c10d.h"
 #include "comm/tcp_probe.h"
 #include "lockstep/comm/error.h"
 
@@ -91,13 +92,13 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
   }
   c10::intrusive_ptr<c10d::Store> store;
   try {
+    QuietC10dLogs quiet;
     store = c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options);
   } catch (const std::exception& e) {
-    if (options.isServer) {
-      throw ConfigError("lockstep: rank 0 cannot host the rendezvous store at " +
-                        tcp_store_name(spec) + ": " + first_line(e) +
-                        "; pick a free MASTER_PORT");
-    }
+    // Another process may take the port between check_port_free and this bind, and c10d's
+    // store binds every interface with no way to hand it a bound socket, so that race
+    // cannot be closed: its loser is told what the check would have told it.
+    if (options.isServer) throw cannot_host_store(spec.master_port, c10d_reason(e.what()));
     throw ConfigError("lockstep: rank " + std::to_string(spec.rank) +
                       " cannot reach the rendezvous store at " + tcp_store_name(spec) +
                       " within " + seconds(spec.timeout) + ": " + first_line(e) +

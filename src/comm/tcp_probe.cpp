@@ -87,11 +87,12 @@ void check_port_free(int port) {
   const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   const int error = errno;
   close(fd);
-  if (!free) {
-    throw ConfigError("lockstep: rank 0 cannot host the rendezvous store on MASTER_PORT=" +
-                      std::to_string(port) + " (" + std::strerror(error) +
-                      "); pick a free MASTER_PORT");
-  }
+  if (!free) throw cannot_host_store(port, std::strerror(error));
+}
+
+ConfigError cannot_host_store(int port, const std::string& reason) {
+  return ConfigError("lockstep: rank 0 cannot host the rendezvous store on MASTER_PORT=" + std::to_string(port) + " (" +
+                     reason + "); pick a free MASTER_PORT");
 }
 
 }  // namespace lockstep

@@ -76,4 +76,12 @@ std::vector<std::vector<size_t>> DistributedDataParallel::buckets() const {
   return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{};
 }
 
+std::vector<int64_t> DistributedDataParallel::bucket_order() const {
+  return reducer_ ? reducer_->learned_order() : std::vector<int64_t>{};
+}
+
+void DistributedDataParallel::load_bucket_order(const std::vector<int64_t>& order) {
+  if (reducer_ && !order.empty()) reducer_->load_learned_order(order);
+}
+
 }  // namespace lockstep

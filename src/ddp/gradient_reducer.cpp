@@ -40,10 +40,22 @@ std::vector<std::vector<size_t>> GradientReducer::buckets() const {
   return members;
 }
 
+namespace {
+
+// 16-bit gradients are bucketed in float32: scaled and summed there, they are rounded once,
+// into grad(), and a sum of many ranks' gradients cannot overflow float16 on the way.
+at::ScalarType bucket_dtype(const at::Tensor& parameter) {
+  const at::ScalarType dtype = parameter.scalar_type();
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+}
+
+}  // namespace
+
 void GradientReducer::build_buckets(const std::vector<size_t>& order) {
   std::vector<ParameterSize> sizes;
   for (size_t i : order) {
-    sizes.push_back({i, static_cast<int64_t>(parameters_[i].nbytes()), parameters_[i].scalar_type()});
+    const at::ScalarType dtype = bucket_dtype(parameters_[i]);
+    sizes.push_back({i, parameters_[i].numel() * static_cast<int64_t>(at::elementSize(dtype)), dtype});
   }
   buckets_.clear();
   for (auto& members : assign_buckets(sizes, options_.first_bucket_bytes, options_.bucket_bytes)) {
@@ -51,9 +63,10 @@ void GradientReducer::build_buckets(const std::vector<size_t>& order) {
     int64_t numel = 0;
     for (size_t i : members) numel += parameters_[i].numel();
     const at::Tensor& first = parameters_[members.front()];
+    const at::ScalarType dtype = bucket_dtype(first);
     // In shared memory where the group has it: the bucket's all_reduce then copies nothing.
-    bucket.buffer = first.device().is_cpu() ? empty_shared({numel}, first.scalar_type(), options_.group)
-                                            : at::empty({numel}, first.options().requires_grad(false));
+    bucket.buffer = first.device().is_cpu() ? empty_shared({numel}, dtype, options_.group)
+                                            : at::empty({numel}, first.options().dtype(dtype).requires_grad(false));
     int64_t offset = 0;
     for (size_t slot = 0; slot < members.size(); ++slot) {
       const at::Tensor& p = parameters_[members[slot]];
@@ -158,7 +171,7 @@ void GradientReducer::finish_backward() {
       if (grad.defined()) {
         grad.copy_(bucket.views[slot]);
       } else {
-        grad = bucket.views[slot].clone();
+        grad = bucket.views[slot].to(parameters_[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
       }
     }
   }
@@ -176,7 +189,26 @@ void GradientReducer::rebuild_buckets_in_arrival_order() {
   at::Tensor shared = at::tensor(order, at::kLong);
   broadcast(shared, options_.root, options_.group);
   const int64_t* root_order = shared.data_ptr<int64_t>();
-  build_buckets(std::vector<size_t>(root_order, root_order + shared.numel()));
+  rebuild_buckets(std::vector<int64_t>(root_order, root_order + shared.numel()));
+}
+
+void GradientReducer::load_learned_order(const std::vector<int64_t>& order) {
+  if (in_backward_) throw Error("lockstep::DistributedDataParallel::load_bucket_order: called during backward");
+  std::vector<int64_t> expected(trained_.begin(), trained_.end());
+  std::vector<int64_t> given = order;
+  std::sort(expected.begin(), expected.end());
+  std::sort(given.begin(), given.end());
+  if (given != expected) {
+    throw ConfigError("lockstep::DistributedDataParallel::load_bucket_order: the order of " + std::to_string(order.size()) +
+                      " parameters is not one of this model's " + std::to_string(trained_.size()) +
+                      " parameters that need gradients; was it saved from another model?");
+  }
+  rebuild_buckets(order);
+}
+
+void GradientReducer::rebuild_buckets(const std::vector<int64_t>& order) {
+  build_buckets(std::vector<size_t>(order.begin(), order.end()));
+  learned_order_ = order;
   rebuilt_ = true;
 }
 

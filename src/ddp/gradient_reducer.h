@@ -39,6 +39,12 @@ class GradientReducer {
   /// Per bucket, its parameters' indices, in launch order.
   std::vector<std::vector<size_t>> buckets() const;
 
+  /// The order the buckets were rebuilt in after the first backward pass; empty before.
+  std::vector<int64_t> learned_order() const { return learned_order_; }
+  /// Rebuilds the buckets in `order` (a learned_order()) at once; ConfigError if it is not
+  /// an order of the parameters that need gradients.
+  void load_learned_order(const std::vector<int64_t>& order);
+
  private:
   struct Bucket {
     at::Tensor buffer;
@@ -55,6 +61,7 @@ class GradientReducer {
   void fill_missing_gradients();
   void launch_ready_buckets();
   void rebuild_buckets_in_arrival_order();
+  void rebuild_buckets(const std::vector<int64_t>& order);
 
   std::vector<at::Tensor> parameters_;
   std::vector<std::string> names_;
@@ -66,10 +73,11 @@ class GradientReducer {
   std::vector<std::pair<size_t, size_t>> location_;  // parameter -> (bucket, slot)
   std::vector<char> ready_;                           // per parameter, in this backward
   std::vector<size_t> arrival_order_;
+  std::vector<int64_t> learned_order_;  // the root's arrival order, once rebuilt
   size_t next_to_launch_ = 0;
   bool in_backward_ = false;
   bool accumulating_ = false;
-  bool rebuilt_ = false;
+  bool rebuilt_ = false;  // in learned_order_
 };
 
 }  // namespace lockstep

@@ -130,6 +130,7 @@ std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::
   const std::string& name = state.model_name;
   archive.write("model_name", torch::tensor(std::vector<int64_t>(name.begin(), name.end()), torch::kInt64));
   if (state.rng_states.defined()) archive.write("rng_states", state.rng_states);
+  if (!state.bucket_order.empty()) archive.write("bucket_order", torch::tensor(state.bucket_order, torch::kInt64));
   torch::serialize::OutputArchive model_archive;
   for (const auto& [key, tensor] : model_tensors(model)) model_archive.write(key, tensor.detach());
   archive.write("model", model_archive);
@@ -186,6 +187,11 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
     for (int64_t i = 0; i < name.numel(); ++i) state.model_name += static_cast<char>(name[i].item<int64_t>());
   }
   archive.try_read("rng_states", state.rng_states);
+  torch::Tensor order;
+  if (archive.try_read("bucket_order", order)) {
+    order = order.to(torch::kInt64).contiguous();
+    state.bucket_order.assign(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
+  }
 
   // Check every tensor before changing any, so that a checkpoint of another model leaves
   // this one as it was.

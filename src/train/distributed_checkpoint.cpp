@@ -1,6 +1,7 @@
 #include "train/distributed_checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/replicas.h"
 #include "lockstep/ddp/synchronize.h"
 
 namespace lockstep::train {
@@ -17,34 +19,76 @@ namespace {
 // Room for rank 0's error message in the broadcast that tells everyone how loading went.
 constexpr int64_t kMessageBytes = 2048;
 
-torch::Tensor generator_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
+// The generators a rank draws from: the CPU's, and that of the CUDA device it trains on.
+// Called inside with_replica_generator, so that a replica's own CPU stream is the one seen.
+std::vector<at::Generator> generators_in_use(torch::Device device) {
+  std::vector<at::Generator> in_use = {at::detail::getDefaultCPUGenerator()};
+  if (device.is_cuda()) in_use.push_back(at::globalContext().defaultGenerator(device));
+  return in_use;
+}
+
+torch::Tensor generator_states(torch::Device device) {
+  std::vector<torch::Tensor> states;
+  with_replica_generator([&] {
+    for (auto& generator : generators_in_use(device)) {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      states.push_back(generator.get_state());
+    }
+  });
+  return torch::cat(states);
+}
+
+// `row` holds the states end to end, as generator_states() wrote them; a generator it has
+// no state for (a run saved on the CPU, resumed on a GPU) keeps its own.
+void set_generator_states(torch::Device device, const torch::Tensor& row) {
+  with_replica_generator([&] {
+    int64_t offset = 0;
+    for (auto& generator : generators_in_use(device)) {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      const int64_t size = generator.get_state().numel();
+      if (offset + size > row.numel()) return;
+      generator.set_state(row.narrow(0, offset, size).clone());
+      offset += size;
+    }
+  });
+}
+
+std::vector<int64_t> as_vector(const torch::Tensor& tensor) {
+  const torch::Tensor flat = tensor.to(torch::kInt64).contiguous();
+  return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+}
 
 }  // namespace
 
-std::string save_collectively(const CheckpointFolder& folder, const torch::nn::Module& model,
-                              const torch::optim::Optimizer& optimizer, const TrainingPosition& position,
+std::string save_collectively(const CheckpointFolder& folder, const TrainedState& state, const TrainingPosition& position,
                               const std::string& model_name) {
-  const auto states = torch::stack(lockstep::all_gather(generator_state()));
+  // Rows of one length on every rank, should ranks train on different kinds of device.
+  torch::Tensor row = generator_states(state.device);
+  torch::Tensor longest = torch::tensor({row.numel()});
+  lockstep::all_reduce(longest, ReduceOp::Max);
+  row = torch::constant_pad_nd(row, {0, longest.item<int64_t>() - row.numel()});
+  const auto rng_states = torch::stack(lockstep::all_gather(row));
   if (lockstep::rank() != 0) return "";
-  return folder.save(model, optimizer, CheckpointState{position, model_name, states});
+  return folder.save(state.model, state.optimizer,
+                     CheckpointState{position, model_name, rng_states, state.ddp.bucket_order()});
 }
 
-std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& folder, torch::nn::Module& model,
-                                                    torch::optim::Optimizer& optimizer) {
-  // status (0 no checkpoint, 1 loaded, 2 failed: message follows), the position, and
-  // whether it holds one random generator state per rank.
-  auto header = torch::zeros({6}, torch::kInt64);
+std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& folder, const TrainedState& state) {
+  // status (0 no checkpoint, 1 loaded, 2 failed: message follows), the position, the shape
+  // of the random generator states (rows, length), and the bucket order's length.
+  auto header = torch::zeros({8}, torch::kInt64);
   auto message = torch::zeros({kMessageBytes}, torch::kUInt8);
-  torch::Tensor rng_states;
+  CheckpointState loaded;
   if (lockstep::rank() == 0) {
     const std::string path = folder.latest();
     if (!path.empty()) {
       try {
-        const CheckpointState state = load_checkpoint(path, model, optimizer);
-        const auto& p = state.position;
-        rng_states = state.rng_states;
-        const bool per_rank = rng_states.defined() && rng_states.dim() == 2 && rng_states.size(0) == p.world_size;
-        header = torch::tensor({int64_t{1}, p.epoch, p.batch, p.step, p.world_size, int64_t{per_rank}});
+        loaded = load_checkpoint(path, state.model, state.optimizer);
+        const auto& p = loaded.position;
+        const torch::Tensor& rng = loaded.rng_states;
+        const bool per_rank = rng.defined() && rng.dim() == 2 && rng.size(0) == p.world_size;
+        header = torch::tensor({int64_t{1}, p.epoch, p.batch, p.step, p.world_size, per_rank ? rng.size(0) : 0,
+                                per_rank ? rng.size(1) : 0, static_cast<int64_t>(loaded.bucket_order.size())});
       } catch (const Error& error) {
         header[0] = 2;
         const std::string text = error.what();
@@ -62,17 +106,19 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
     const std::string text(static_cast<const char*>(message.data_ptr()));
     throw DataError(lockstep::rank() == 0 ? text : "rank 0 could not resume: " + text);
   }
-  lockstep::synchronize(model);
-  lockstep::synchronize(optimizer);
+  lockstep::synchronize(state.model);
+  lockstep::synchronize(state.optimizer);
+  if (h[7] > 0) {
+    torch::Tensor order = lockstep::rank() == 0 ? torch::tensor(loaded.bucket_order, torch::kInt64) : torch::zeros({h[7]}, torch::kInt64);
+    lockstep::broadcast(order);
+    state.ddp.load_bucket_order(as_vector(order));
+  }
   const TrainingPosition position{h[1], h[2], h[3], h[4]};
-  if (h[5] == 1 && position.world_size == lockstep::world_size()) {
-    // The same world: each rank continues with its own random stream, for a bit-exact resume.
-    auto states = lockstep::rank() == 0 ? rng_states.contiguous()
-                                        : torch::zeros({position.world_size, generator_state().numel()}, torch::kUInt8);
-    lockstep::broadcast(states);
-    at::Generator generator = at::detail::getDefaultCPUGenerator();  // shares the default's state
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(states[lockstep::rank()].clone());
+  if (h[5] > 0 && position.world_size == lockstep::world_size()) {
+    // The same world: each rank continues with its own random streams, for a bit-exact resume.
+    auto rows = lockstep::rank() == 0 ? loaded.rng_states.contiguous() : torch::zeros({h[5], h[6]}, torch::kUInt8);
+    lockstep::broadcast(rows);
+    set_generator_states(state.device, rows[lockstep::rank()]);
   }
   return position;
 }

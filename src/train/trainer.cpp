@@ -213,13 +213,14 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
   s.total_steps = o.epochs() * s.steps_per_epoch;
   const bool writes = !o.out_dir().empty();
   const CheckpointFolder folder((std::filesystem::path(o.out_dir()) / "checkpoints").string(), o.keep_checkpoints());
+  const TrainedState trained{module(), optimizer(), *s.ddp, s.device};
   auto save = [&](int64_t epoch, int64_t batch) {
-    if (writes) save_collectively(folder, module(), optimizer(), {epoch, batch, s.step, lockstep::world_size()}, o.model_name());
+    if (writes) save_collectively(folder, trained, {epoch, batch, s.step, lockstep::world_size()}, o.model_name());
   };
 
   TrainingPosition start;
   if (o.resume() && writes) {
-    if (const auto resumed = resume_collectively(folder, module(), optimizer())) {
+    if (const auto resumed = resume_collectively(folder, trained)) {
       start = *resumed;
       // On another world size the batches of an epoch differ: restart the epoch in progress.
       if (start.world_size != lockstep::world_size()) start.batch = 0;

@@ -24,52 +24,59 @@ std::string name_of(const ::testing::TestParamInfo<Setup>& info) {
   return path + "_" + std::to_string(info.param.world_size);
 }
 
-class EveryCollective : public ::testing::TestWithParam<Setup> {};
-
-// `said` is what each rank prints after its backend and transport, e.g. "gloo, shm".
-void expect_all_correct(const std::vector<Finished>& ranks, const std::string& said) {
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
-  }
-  std::string all;
-  for (const auto& f : ranks) all += f.output;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    EXPECT_NE(all.find("rank " + std::to_string(r) + " of " + std::to_string(ranks.size())), std::string::npos) << all;
-  }
-  EXPECT_NE(all.find(said + "): all collectives correct"), std::string::npos) << all;
+// What a worker says after "rank R of N (local L of M, " on `setup`'s path.
+std::string backend_and_transport(const Setup& setup) {
+  const auto& [path, n] = setup;
+  if (path == "gloo") return "gloo, gloo";
+  if (path == "hierarchical") return "gloo, shm+gloo";
+  if (path == "mpi") return "mpi, mpi";
+  if (path == "mpi-shm") return "mpi, shm";
+  return n == 1 ? "gloo, self" : "gloo, shm";
 }
 
-TEST_P(EveryCollective, ExactValuesForEveryDtype) {
-  const auto [path, n] = GetParam();
+// Runs COLLECTIVES_WORKER `scenario` on `setup`'s path, and expects every rank to succeed
+// and to print its line ending in `said`.
+void expect_every_rank_says(const Setup& setup, const std::string& scenario, const std::string& said) {
+  const auto& [path, n] = setup;
   const Env timeout{{"LOCKSTEP_TIMEOUT", "60"}};
   const Env engine_only{{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_SHM", "0"}};
-  const std::string transport = n == 1 ? "self" : "shm";
+  std::vector<Finished> ranks;
   if (path == "shm") {
-    expect_all_correct(run_processes(n, {COLLECTIVES_WORKER, "all"}, file_world(n, timeout)), "gloo, " + transport);
+    ranks = run_processes(n, {COLLECTIVES_WORKER, scenario}, file_world(n, timeout));
   } else if (path == "gloo") {
-    expect_all_correct(run_processes(n, {COLLECTIVES_WORKER, "all"}, tcp_world(n, engine_only)), "gloo, gloo");
+    ranks = run_processes(n, {COLLECTIVES_WORKER, scenario}, tcp_world(n, engine_only));
   } else if (path == "hierarchical") {
     // The first (n + 1) / 2 ranks on "node" 0, the rest on node 1: uneven for odd n.
     const auto world = file_world(n, timeout);
-    const auto ranks = run_processes(n, {COLLECTIVES_WORKER, "all"}, [&](int rank) {
+    ranks = run_processes(n, {COLLECTIVES_WORKER, scenario}, [&](int rank) {
       Env env = world(rank);
       env["GROUP_RANK"] = std::to_string(rank < (n + 1) / 2 ? 0 : 1);
       return env;
     });
-    expect_all_correct(ranks, "gloo, shm+gloo");
   } else {
     auto argv = mpirun(n);
-    argv.insert(argv.end(), {COLLECTIVES_WORKER, "all"});
-    const bool shm = path == "mpi-shm";
-    const auto run = run_process(argv, mpirun_env(shm ? timeout : engine_only));
-    EXPECT_EQ(run.exit_code, 0) << run.output;
-    for (int r = 0; r < n; ++r) {
-      EXPECT_NE(run.output.find("rank " + std::to_string(r) + " of " + std::to_string(n) +
-                                " (local " + std::to_string(r) + " of " + std::to_string(n) +
-                                ", mpi, " + (shm ? "shm" : "mpi") + "): all collectives correct"),
-                std::string::npos) << run.output;
-    }
+    argv.insert(argv.end(), {COLLECTIVES_WORKER, scenario});
+    ranks = {run_process(argv, mpirun_env(path == "mpi-shm" ? timeout : engine_only))};
   }
+  std::string all;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
+    all += ranks[r].output;
+  }
+  const bool mpi = path.rfind("mpi", 0) == 0;
+  for (int r = 0; r < n; ++r) {
+    // Under mpirun every rank is local; elsewhere the test's environment says.
+    const std::string local = mpi ? std::to_string(r) + " of " + std::to_string(n) : "";
+    const std::string head = "rank " + std::to_string(r) + " of " + std::to_string(n) + " (local " + local;
+    EXPECT_TRUE(contains(all, head)) << all;
+    EXPECT_TRUE(contains(all, backend_and_transport(setup) + "): " + said)) << all;
+  }
+}
+
+class EveryCollective : public ::testing::TestWithParam<Setup> {};
+
+TEST_P(EveryCollective, ExactValuesForEveryDtype) {
+  expect_every_rank_says(GetParam(), "all", "all collectives correct");
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, EveryCollective,
@@ -77,6 +84,20 @@ INSTANTIATE_TEST_SUITE_P(Worlds, EveryCollective,
                                            Setup{"shm", 4}, Setup{"gloo", 2}, Setup{"gloo", 3},
                                            Setup{"hierarchical", 3}, Setup{"mpi", 2},
                                            Setup{"mpi", 3}, Setup{"mpi-shm", 2}),
+                         name_of);
+
+// Avg of float16 and bfloat16 whose sums overflow and means do not, on every transport
+// (sixteen_bit_means.h; thread replicas in replicas_test.cpp).
+class SixteenBitMeans : public ::testing::TestWithParam<Setup> {};
+
+TEST_P(SixteenBitMeans, AreCorrectlyRoundedWhereTheSumOverflows) {
+  expect_every_rank_says(GetParam(), "16-bit-means", "16-bit means correct");
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, SixteenBitMeans,
+                         ::testing::Values(Setup{"shm", 2}, Setup{"shm", 3}, Setup{"gloo", 2}, Setup{"gloo", 3},
+                                           Setup{"hierarchical", 3}, Setup{"hierarchical", 4}, Setup{"mpi", 2},
+                                           Setup{"mpi", 3}, Setup{"mpi-shm", 2}, Setup{"mpi-shm", 3}),
                          name_of);
 
 // Two launches of `lockstep run --nnodes 2` on one machine: shared memory inside each

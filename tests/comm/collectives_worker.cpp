@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "comm/sixteen_bit_means.h"
 #include "lockstep/lockstep.h"
 
 namespace {
@@ -320,6 +321,13 @@ int loop_until_failure() {
   return 0;
 }
 
+// "rank R of N (local L of M, BACKEND, TRANSPORT)", how every success line begins.
+std::string who() {
+  return "rank " + std::to_string(lockstep::rank()) + " of " + std::to_string(lockstep::world_size()) + " (local " +
+         std::to_string(lockstep::local_rank()) + " of " + std::to_string(lockstep::local_world_size()) + ", " +
+         lockstep::to_string(lockstep::backend()) + ", " + lockstep::ProcessGroup().transport() + ")";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -334,11 +342,14 @@ int main(int argc, char** argv) {
     if (scenario == "all") {
       check_everything();
       if (failures > 0) return 1;
-      std::cout << "rank " << lockstep::rank() << " of " << lockstep::world_size()
-                << " (local " << lockstep::local_rank() << " of " << lockstep::local_world_size()
-                << ", " << lockstep::to_string(lockstep::backend()) << ", "
-                << lockstep::ProcessGroup().transport() << "): all collectives correct"
-                << std::endl;
+      std::cout << who() << ": all collectives correct" << std::endl;
+    } else if (scenario == "16-bit-means") {
+      for (const auto& failure : lockstep::testing::check_16_bit_means(lockstep::ProcessGroup())) {
+        ++failures;
+        std::cerr << "rank " << lockstep::rank() << ": " << failure << "\n";
+      }
+      if (failures > 0) return 1;
+      std::cout << who() << ": 16-bit means correct" << std::endl;
     } else if (scenario == "mismatch-shape" || scenario == "mismatch-dtype") {
       const int code = mismatch(scenario.substr(9));
       if (code != 0) return code;

@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "comm/sixteen_bit_means.h"
 #include "lockstep/lockstep.h"
 
 namespace lockstep {
@@ -82,6 +83,17 @@ void expect_exact_collectives(int n, int64_t length) {
     barrier();
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(wrong[r], "") << "replica " << r << " of " << n;
+}
+
+// Thread replicas' twin of the SixteenBitMeans tests over processes.
+TEST(Replicas, SixteenBitMeansAreCorrectlyRoundedWhereTheSumOverflows) {
+  for (const int n : {2, 3}) {
+    std::vector<std::vector<std::string>> wrong(n);
+    run_replicas(n, [&](ProcessGroup group) { wrong[group.rank()] = testing::check_16_bit_means(group); });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(wrong[r].empty()) << n << " replicas, rank " << r << ": " << wrong[r].front();
+    }
+  }
 }
 
 TEST(Replicas, CollectivesAreExactForOneToFourReplicas) {

@@ -30,6 +30,10 @@ TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnSubGroups) { expect_e
 TEST(DistributedDataParallelOnReplicas, GradientsAveragedSummedOrScaled) { expect_every_replica_ok(3, "scaling"); }
 TEST(DistributedDataParallelOnReplicas, CompressedBucketsTrainWithinTolerance) { expect_every_replica_ok(2, "compression"); }
 TEST(DistributedDataParallelOnReplicas, BucketsLaunchBeforeBackwardEnds) { expect_every_replica_ok(2, "overlap"); }
+TEST(DistributedDataParallelOnReplicas, SixteenBitGradientsAverageWhereTheirSumOverflows) {
+  expect_every_replica_ok(2, "16-bit-means");
+  expect_every_replica_ok(3, "16-bit-means");
+}
 TEST(DistributedDataParallelOnReplicas, DifferentModelsFailAtConstructionOnEveryReplica) {
   expect_every_replica_ok(2, "different-models");
 }

@@ -13,6 +13,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include "comm/sixteen_bit_means.h"
 #include "lockstep/lockstep.h"
 
 namespace {
@@ -262,6 +263,36 @@ void scaling() {
   }
 }
 
+// float16 and bfloat16 parameters whose gradients overflow when summed: Avg gives their
+// mean, rounded once from float32 buckets (exactly rounded where the float32 arithmetic is
+// exact, on 2 ranks; within one unit in the last place otherwise).
+void sixteen_bit_means() {
+  const int rank = lockstep::rank(), world = lockstep::world_size();
+  constexpr int64_t kNumel = 2048;
+  auto model = std::make_shared<torch::nn::Module>();
+  for (const auto dtype : {torch::kHalf, torch::kBFloat16}) {
+    model->register_parameter(c10::toString(dtype), torch::zeros({kNumel}, dtype));
+  }
+  lockstep::DistributedDataParallel ddp(model);
+  Tensor loss = torch::zeros({});
+  for (const auto& p : model->parameters()) {
+    loss = loss + (p.to(torch::kFloat) * lockstep::testing::overflowing_input(rank, world, kNumel, p.scalar_type()).to(torch::kFloat)).sum();
+  }
+  loss.backward();  // each gradient is this rank's input, exactly
+  for (const auto& p : model->parameters()) {
+    Tensor sum = torch::zeros({kNumel}, torch::kDouble);
+    for (int r = 0; r < world; ++r) sum += lockstep::testing::overflowing_input(r, world, kNumel, p.scalar_type()).to(torch::kDouble);
+    const Tensor want = lockstep::testing::correctly_rounded_mean(sum, world, p.scalar_type());
+    const Tensor got = p.grad();
+    const int64_t off_by = (got.view(torch::kShort).to(torch::kInt) - want.view(torch::kShort).to(torch::kInt)).abs().max().item<int64_t>();
+    if (got.scalar_type() != p.scalar_type() || off_by > (world == 2 ? 0 : 1)) {
+      ++failures;
+      std::cerr << "rank " << rank << ": the " << c10::toString(p.scalar_type()) << " gradient is " << off_by
+                << " units in the last place off its mean\n";
+    }
+  }
+}
+
 // Buckets launch while backward still runs: the first parameter's gradient, computed last,
 // comes after all but the last bucket has been handed to the communicator.
 void overlap() {
@@ -344,6 +375,8 @@ int run_ddp_scenario(const std::string& scenario, const std::string& out_dir, co
     compression();
   } else if (scenario == "overlap") {
     overlap();
+  } else if (scenario == "16-bit-means") {
+    sixteen_bit_means();
   } else if (scenario == "different-models") {
     code = different_models();
   } else if (scenario == "unused-without-flag") {

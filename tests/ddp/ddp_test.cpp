@@ -37,6 +37,12 @@ TEST(DistributedDataParallel, CompressedBucketsTrainWithinTolerance) { expect_ev
 
 TEST(DistributedDataParallel, BucketsLaunchBeforeBackwardEnds) { expect_every_rank_ok(2, "overlap"); }
 
+// float16 and bfloat16 gradients whose sum overflows average to their mean, on 2 and 3 ranks.
+TEST(DistributedDataParallel, SixteenBitGradientsAverageWhereTheirSumOverflows) {
+  expect_every_rank_ok(2, "16-bit-means");
+  expect_every_rank_ok(3, "16-bit-means", {{"LOCKSTEP_SHM", "0"}});
+}
+
 TEST(DistributedDataParallel, DifferentModelsFailAtConstructionOnEveryRank) {
   const auto ranks = run_processes(3, {DDP_WORKER, "different-models"}, tcp_world(3, {{"LOCKSTEP_TIMEOUT", "10"}}));
   for (const auto& f : ranks) {

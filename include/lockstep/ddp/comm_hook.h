@@ -10,6 +10,8 @@ namespace lockstep {
 
 /// One bucket of gradients, packed into a flat buffer, ready to be summed across ranks. The
 /// gradients in it are already scaled (by 1 / world size for Avg), so a sum is all it needs.
+/// float16 and bfloat16 gradients are bucketed as float32, so that their sum cannot
+/// overflow and is rounded once, into grad().
 struct GradBucket {
   int index;           // buckets are launched in index order on every rank
   at::Tensor buffer;   // flat, one dtype; the hook may reduce it in place

@@ -86,6 +86,16 @@ class DistributedDataParallel {
   /// Number of buckets and, per bucket, its parameters' indices in module().parameters().
   std::vector<std::vector<size_t>> buckets() const;
 
+  /// What DDP learned in the first backward pass: the parameters' indices (as in buckets())
+  /// in the order the root's gradients arrived, which the buckets were then rebuilt in;
+  /// empty before. Checkpoints keep it, so that a resumed run reduces in the same buckets,
+  /// and so sums every element in the same order, as a run never stopped.
+  std::vector<int64_t> bucket_order() const;
+  /// Rebuilds the buckets in `order` (a bucket_order() of this model, e.g. from a
+  /// checkpoint) as if this run's first backward had learned it. Every rank calls it with
+  /// the same order, outside backward; an order of another model throws ConfigError.
+  void load_bucket_order(const std::vector<int64_t>& order);
+
  private:
   std::shared_ptr<torch::nn::Module> module_;
   DDPOptions options_;

@@ -22,8 +22,11 @@ struct TrainingPosition {
 struct CheckpointState {
   TrainingPosition position;
   std::string model_name;
-  /// Each rank's CPU random generator state, row r for rank r.
+  /// Each rank's random generator states end to end, row r for rank r: the CPU's, then
+  /// that of the CUDA device it trained on, if any.
   torch::Tensor rng_states;
+  /// DistributedDataParallel::bucket_order() of the run; empty before it was learned.
+  std::vector<int64_t> bucket_order;
 };
 
 /// A folder of checkpoints `step-<step>.pt`. Only one process (rank 0) writes to it.
