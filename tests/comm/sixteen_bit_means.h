@@ -14,7 +14,8 @@ namespace lockstep::testing {
 
 /// Rank r of n's values, `numel` of float16 or bfloat16: magnitudes between 1.01 / n and
 /// 0.999 of the dtype's largest, so that any n of them overflow when summed in the dtype;
-/// signs alternate by element. On 3 ranks, float16's element 0 is a rounding trap.
+/// signs alternate by element. On 3 ranks, float16's element 0 is a rounding trap. Tensors
+/// of more than 65536 elements repeat the first 65536.
 at::Tensor overflowing_input(int r, int n, int64_t numel, at::ScalarType dtype);
 
 /// The dtype's value nearest to sum / n, ties to even, for float64 sums of 16-bit values.

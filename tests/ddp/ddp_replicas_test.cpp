@@ -57,5 +57,51 @@ TEST(DistributedDataParallelOnReplicas, GivesTheParametersOfProcessesBitForBit) 
   EXPECT_EQ(compared, 12);
 }
 
+// Layers registered in the reverse of their use: the buckets rebuilt after the first
+// backward differ from the first ones. A second DDP given the learned order starts in the
+// rebuilt buckets; an order of another model is refused, naming the counts.
+TEST(DistributedDataParallelOnReplicas, LoadsTheBucketOrderLearnedInTheFirstBackward) {
+  std::vector<std::string> wrong(2);
+  run_replicas(2, [&](ProcessGroup group) {
+    auto make_model = [] {
+      torch::nn::Sequential layers;
+      lockstep::with_replica_generator([&] {
+        torch::manual_seed(3);
+        layers = torch::nn::Sequential(torch::nn::Linear(16, 4), torch::nn::Linear(16, 16), torch::nn::Linear(8, 16));
+      });
+      return layers;
+    };
+    auto forward = [](torch::nn::Sequential& layers) {
+      torch::Tensor x = torch::ones({2, 8});
+      for (size_t i = layers->size(); i-- > 0;) x = layers[i]->as<torch::nn::Linear>()->forward(x);
+      return x.sum();
+    };
+    const auto options = DDPOptions().bucket_cap_mb(0.001).first_bucket_cap_mb(0.001).group(group);
+    torch::nn::Sequential learner = make_model();
+    DistributedDataParallel first(learner.ptr(), options);
+    const auto initial = first.buckets();
+    if (!first.bucket_order().empty()) wrong[group.rank()] += "an order before any backward; ";
+    forward(learner).backward();
+    const std::vector<int64_t> learned = first.bucket_order();
+    if (learned.size() != 6 || first.buckets() == initial) wrong[group.rank()] += "no new buckets learned; ";
+
+    torch::nn::Sequential resumed = make_model();
+    DistributedDataParallel second(resumed.ptr(), options);
+    second.load_bucket_order(learned);
+    if (second.buckets() != first.buckets()) wrong[group.rank()] += "the loaded order gave other buckets; ";
+    if (second.bucket_order() != learned) wrong[group.rank()] += "bucket_order() is not the loaded one; ";
+    try {
+      second.load_bucket_order({0, 1, 2});
+      wrong[group.rank()] += "an order of 3 parameters was taken; ";
+    } catch (const ConfigError& e) {
+      if (std::string(e.what()).find("the order of 3 parameters is not one of this model's 6 parameters") ==
+          std::string::npos) {
+        wrong[group.rank()] += std::string("unexpected message: ") + e.what();
+      }
+    }
+  });
+  EXPECT_EQ(wrong, std::vector<std::string>(2)) << wrong[0] << wrong[1];
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -9,9 +9,11 @@
 #include "lockstep/comm/work.h"
 
 // Collectives on a process group: the default group made by init() unless one is passed
-// (roots are ranks in that group). Tensors must be contiguous CPU tensors of float32,
-// float64, float16, bfloat16, int32, int64 or uint8, and every rank of the group must call
-// the same collectives in the same order with the same shapes and dtypes.
+// (roots are ranks in that group). Tensors must be contiguous tensors of float32, float64,
+// float16, bfloat16, int32, int64 or uint8, all of one device per call, and every rank of
+// the group must call the same collectives in the same order with the same shapes and
+// dtypes. Avg of float16 and bfloat16 is summed in float64 and rounded once, so it cannot
+// overflow where the mean is finite; their Sum stays in the dtype and may overflow.
 namespace lockstep {
 
 /// Whether collectives carry tensors of this dtype.
