@@ -46,6 +46,22 @@ TEST(NamespacedHosts, TwoHostsOfTwoWorkersGetExactCollectives) {
   }
 }
 
+// Returns once every rank of both launches reduces in its loop (it printed "rank R looping"),
+// so that a host lost afterwards is lost mid-collective, not during the rendezvous (which a
+// loaded machine may take seconds to reach); false after a minute.
+bool all_looping(const std::vector<const ToolProcess*>& nodes, int ranks) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    std::string all;
+    for (const auto* node : nodes) all += node->stdout_text();
+    int looping = 0;
+    for (int r = 0; r < ranks; ++r) looping += contains(all, "rank " + std::to_string(r) + " looping");
+    if (looping == ranks) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 // Either host's launcher: its workers die with it, the other host's collectives fail, and
 // that launcher ends the job, naming the lost node. Losing host 0 loses the store, which the
 // survivor says.
@@ -57,7 +73,8 @@ TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout
     std::unique_ptr<ToolProcess> launchers[2] = {
         launch_on(hosts, 0, port, "2", "loop-and-fail", {"--heartbeat-timeout", "5"}),
         launch_on(hosts, 1, port, "2", "loop-and-fail", {"--heartbeat-timeout", "5"})};
-    std::this_thread::sleep_for(std::chrono::seconds(4));  // joined and reducing
+    ASSERT_TRUE(all_looping({launchers[0].get(), launchers[1].get()}, 4))
+        << launchers[0]->stderr_text() << launchers[1]->stderr_text();
     ToolProcess& survivor = *launchers[1 - lost];
     ASSERT_TRUE(process_alive(survivor.pid())) << survivor.stdout_text() << survivor.stderr_text();
     const auto killed = Clock::now();
@@ -85,7 +102,7 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
     const std::vector<std::string> extra = {"--max-restarts", "1", "--rdzv-timeout", comes_back ? "60" : "3"};
     auto first = launch_on(hosts, 0, port, "2", "loop-then-all", extra);
     auto second = launch_on(hosts, 1, port, "2", "loop-then-all", extra);
-    std::this_thread::sleep_for(std::chrono::seconds(4));
+    ASSERT_TRUE(all_looping({first.get(), second.get()}, 4)) << first->stderr_text() << second->stderr_text();
     kill(second->pid(), SIGKILL);
     ASSERT_TRUE(second->wait_for_exit(std::chrono::seconds(5)));
     if (comes_back) {
@@ -119,8 +136,7 @@ TEST(NamespacedHosts, AHostCutOffIsNamedWithinTheHeartbeatTimeout) {
   const std::string port = std::to_string(free_port());
   auto first = launch_on(hosts, 0, port, "2", "loop-and-fail", {"--heartbeat-timeout", "3"});
   auto second = launch_on(hosts, 1, port, "2", "loop-and-fail", {"--heartbeat-timeout", "3"});
-  std::this_thread::sleep_for(std::chrono::seconds(4));
-  ASSERT_TRUE(process_alive(first->pid())) << first->stdout_text() << first->stderr_text();
+  ASSERT_TRUE(all_looping({first.get(), second.get()}, 4)) << first->stderr_text() << second->stderr_text();
   const auto cut = Clock::now();
   hosts.cut_off(1);
   ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text();
