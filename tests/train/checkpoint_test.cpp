@@ -140,12 +140,20 @@ TEST(Checkpoint, SigkillWhileWritingNeverLeavesTheLatestCorruptOrMissing) {
                                               "--resume"};
     // As one rank of a launch, so that SIGKILL hits the process that writes.
     const std::string port = std::to_string(testing::free_port());
+    const CheckpointFolder folder(out.path() + "/run/checkpoints", 2);
+    const auto before = folder.list();
     testing::ToolProcess run(command, {"RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
                                        "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port});
-    std::this_thread::sleep_for(std::chrono::milliseconds(3000 + random() % 3000));
+    // Once this run has put a checkpoint in place it writes one every step (about a
+    // second here): a random moment after that falls anywhere in writing, however long the
+    // start took on a loaded machine.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (folder.list() == before && testing::process_alive(run.pid()) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 2000));
     ::kill(run.pid(), SIGKILL);
     run.wait_for_exit(std::chrono::seconds(10));
-    const CheckpointFolder folder(out.path() + "/run/checkpoints", 2);
     const std::string latest = folder.latest();
     if (latest.empty()) continue;  // killed before its first checkpoint
     torch::manual_seed(0);
