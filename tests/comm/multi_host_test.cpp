@@ -63,8 +63,8 @@ bool all_looping(const std::vector<const ToolProcess*>& nodes, int ranks) {
 }
 
 // Either host's launcher: its workers die with it, the other host's collectives fail, and
-// that launcher ends the job, naming the lost node. Losing host 0 loses the store, which the
-// survivor says.
+// that launcher ends the job through its workers' failure, naming the lost node. Losing
+// host 0 loses the store, which the survivor says.
 TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout) {
   NetworkHosts hosts;
   if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
@@ -77,10 +77,11 @@ TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout
         << launchers[0]->stderr_text() << launchers[1]->stderr_text();
     ToolProcess& survivor = *launchers[1 - lost];
     ASSERT_TRUE(process_alive(survivor.pid())) << survivor.stdout_text() << survivor.stderr_text();
-    const auto killed = Clock::now();
     kill(launchers[lost]->pid(), SIGKILL);  // the whole host's launcher; its workers die with it
     ASSERT_TRUE(survivor.wait_for_exit(std::chrono::seconds(30))) << survivor.stderr_text();
-    EXPECT_LT(Clock::now() - killed, std::chrono::seconds(5)) << survivor.stderr_text();
+    // Ended by its workers' failure, before the heartbeat timeout fired (which says "stopped
+    // answering"): what the path takes, not a wall-clock bound a loaded machine can break.
+    EXPECT_FALSE(contains(survivor.stderr_text(), "stopped answering for")) << survivor.stderr_text();
     EXPECT_EQ(survivor.exit_code(), 1) << "signal " << survivor.term_signal() << "\n" << survivor.stderr_text();  // its worker's status: no crash on the way out
     if (lost == 0) {
       EXPECT_TRUE(contains(survivor.stderr_text(), "lost the job's store on node 0 (" + hosts.address(0) +
