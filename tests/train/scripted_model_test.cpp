@@ -1,6 +1,7 @@
 // Models defined in Python: TorchScript files trained by DistributedDataParallel and by
 // `lockstep train --model FILE.pt`, and weights exported back for Python's torch.load.
 #include <filesystem>
+#include <functional>
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -102,6 +103,17 @@ std::vector<std::string> reordered_job(const std::string& model, const std::stri
           "--bucket-cap-mb", "0.01", "--lr", "0.2", "--warmup-steps", "0", "--schedule", "constant", "--out", out};
 }
 
+// `run(out, extra)` runs the job into DIR/out: whole, then stopped after `stop_step` and
+// resumed; the two must end with the same weights.
+void expect_resumed_like_whole(const std::string& dir, int stop_step,
+                               const std::function<void(const std::string&, const std::vector<std::string>&)>& run) {
+  run("whole", {});
+  run("interrupted", {"--stop-after-step", std::to_string(stop_step)});
+  run("interrupted", {"--resume"});
+  expect_same_weights(checkpoint_weights(newest_checkpoint(dir + "/whole")),
+                      checkpoint_weights(newest_checkpoint(dir + "/interrupted")));
+}
+
 TEST(ResumedRun, ReducesInTheRebuiltBucketsOnThreeProcessesOverGloo) {
   TemporaryDirectory dir;
   const std::string model = scripted_model(dir.path() + "/reordered.pt", {"--reordered"});
@@ -113,11 +125,7 @@ TEST(ResumedRun, ReducesInTheRebuiltBucketsOnThreeProcessesOverGloo) {
     const auto finished = run_process(command, {{"LOCKSTEP_SHM", "0"}}, std::chrono::seconds(300));
     EXPECT_EQ(finished.exit_code, 0) << finished.output;
   };
-  run("whole", {});
-  run("interrupted", {"--stop-after-step", "4"});
-  run("interrupted", {"--resume"});
-  expect_same_weights(checkpoint_weights(newest_checkpoint(dir.path() + "/whole")),
-                      checkpoint_weights(newest_checkpoint(dir.path() + "/interrupted")));
+  expect_resumed_like_whole(dir.path(), 4, run);
 }
 
 TEST(ResumedRun, ReducesInTheRebuiltBucketsOnTwoNamespacedHostsOfTwo) {
@@ -142,11 +150,7 @@ TEST(ResumedRun, ReducesInTheRebuiltBucketsOnTwoNamespacedHostsOfTwo) {
       EXPECT_EQ(node->exit_code(), 0) << node->stdout_text() << node->stderr_text();
     }
   };
-  run("whole", {});
-  run("interrupted", {"--stop-after-step", "3"});
-  run("interrupted", {"--resume"});
-  expect_same_weights(checkpoint_weights(newest_checkpoint(dir.path() + "/whole")),
-                      checkpoint_weights(newest_checkpoint(dir.path() + "/interrupted")));
+  expect_resumed_like_whole(dir.path(), 3, run);
 }
 
 TEST(Export, PythonLoadsTheStateDictOfABuiltInModelExactly) {
