@@ -1,5 +1,15 @@
 include(CMakePackageConfigHelpers)
 
+# Installed, liblockstep still finds the NCCL it was linked against: a torch wheel's folder
+# is on no loader path (in the build tree, CMake's build RPATH names it). The tool and
+# users' programs reach NCCL only through liblockstep, so its RUNPATH is the one needed.
+if(LOCKSTEP_NCCL)
+  get_filename_component(nccl_lib_dir "${NCCL_LIBRARY}" DIRECTORY)
+  if(NOT nccl_lib_dir IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
+    set_property(TARGET lockstep APPEND PROPERTY INSTALL_RPATH "${nccl_lib_dir}")
+  endif()
+endif()
+
 install(TARGETS lockstep EXPORT lockstepTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -33,6 +33,12 @@ if [ "${1:-}" = "--fetch" ]; then
 fi
 
 out=${1:?usage: scripts/gpu-check.sh --fetch [DIR] | scripts/gpu-check.sh OUT_DIR [DIR]}
+# A CUDA libtorch's CMake files look for nvcc (the CUDA toolkit); say so now rather than
+# deep in configure.log.
+command -v nvcc > /dev/null || {
+  echo "gpu-check: nvcc is not on PATH: install the CUDA toolkit matching torch.version.cuda and put its bin/ on PATH (e.g. export PATH=/usr/local/cuda/bin:\$PATH)" >&2
+  exit 1
+}
 dir=${2:-.gpu-debs}
 mkdir -p "$out"
 prefix=$(mktemp -d /tmp/lockstep-gpu-prefix-XXXXXX)
