@@ -121,11 +121,10 @@ struct Group {
   explicit Group(const lockstep::WorldSpec& spec) : world(lockstep::join_world(spec)) {
     std::vector<int> everyone;
     for (int r = 0; r < spec.world_size; ++r) everyone.push_back(r);
-    auto transport = lockstep::connect_group(*world, everyone, "world", [&](const std::string& mine) {
+    auto transports = lockstep::connect_group(*world, everyone, "world", [&](const std::string& mine) {
       return world->gather("world/gather", mine);
     });
-    communicator = std::make_unique<lockstep::Communicator>(std::move(transport), spec.backend,
-                                                            spec.timeout, false);
+    communicator = std::make_unique<lockstep::Communicator>(std::move(transports), spec.timeout, false);
   }
   void all_reduce(torch::Tensor& t) { communicator->all_reduce({t}, lockstep::ReduceOp::Sum, true); }
 };

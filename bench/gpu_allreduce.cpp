@@ -4,7 +4,7 @@
 //       host-staged between 2 replicas on threads (each call copies to pinned memory,
 //       reduces there and copies back);
 //   lockstep run -n 2 -- bench/gpu_allreduce --transport staged|nccl
-//       between 2 processes: staged over gloo (Backend::Gloo), or over NCCL. NCCL takes two
+//       between 2 processes: staged over gloo (DeviceBackend::Staged), or over NCCL. NCCL takes two
 //       ranks on one GPU only when they claim different hosts, so with nccl each rank sets
 //       its own NCCL_HOSTID (and loopback sockets): a benchmark-only arrangement.
 //
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       setenv("NCCL_HOSTID", ("lockstep-bench-rank-" + rank).c_str(), /*overwrite=*/1);
       setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
     }
-    lockstep::init(lockstep::InitOptions().backend(transport == "nccl" ? lockstep::Backend::Nccl : lockstep::Backend::Gloo));
+    lockstep::init(lockstep::InitOptions().device_backend(transport == "nccl" ? lockstep::DeviceBackend::Nccl : lockstep::DeviceBackend::Staged));
     ranks = lockstep::world_size();
     seconds = time_all_reduce(lockstep::ProcessGroup(), device, elements, repeats);
     how = std::string(transport == "staged" && device.is_cuda() ? "host-staged over " : "") +

@@ -26,7 +26,11 @@ void add_run_command(CLI::App& app, Action& chosen) {
   auto stop_timeout_seconds = std::make_shared<double>(5.0);
 
   run->add_option("-n,--nproc-per-node", options->nproc_per_node, "Workers on this node")->required();
-  run->add_option("--backend", options->backend, "gloo, mpi or nccl (mpi hands the job to mpirun; nccl moves CUDA tensors over NCCL)");
+  run->add_option("--backend", options->backend,
+                  "The host backend: gloo or mpi (mpi hands the job to mpirun); nccl means --device-backend nccl");
+  run->add_option("--device-backend", options->device_backend,
+                  "Who moves CUDA tensors: auto (NCCL where each rank has a GPU of its own), staged (through host "
+                  "memory) or nccl");
   run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
   run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")
       ->capture_default_str();

@@ -13,6 +13,8 @@
 #include "launch/launcher.h"
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/train/device.h"
+#include "train/workers_mode.h"
 #include "train_job.h"
 
 namespace lockstep::tools {
@@ -96,10 +98,13 @@ void add_train_command(CLI::App& app, Action& chosen) {
   command->callback([=, &chosen] {
     if (!config->empty()) apply_config(*config, *command);
     chosen = [=] {
-      if (job->max_restarts > 0 && job->mode_option->count() == 0) job->mode = "processes";
       // A restarted attempt goes on from the newest checkpoint of the run it restarts.
       if (launched() && restart_count() > 0) job->resume = true;
       job->resolve_defaults();
+      const auto mode = train::choose_workers_mode(job->mode_option->count() > 0 ? job->mode : "", job->device,
+                                                   job->workers, train::visible_gpus(), job->max_restarts);
+      job->mode = mode.mode;
+      if (!mode.note.empty() && !launched()) std::cerr << mode.note << "\n";
       job->check();
       if (launched()) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.

@@ -98,7 +98,8 @@ uint64_t Call::fingerprint() const {
 
 uint32_t Call::tag() const {
   const uint64_t f = fingerprint();
-  return static_cast<uint32_t>(f ^ (f >> 32));
+  // Low 4 bits clear: the tags of a packed call's 16 dtypes at most stay below the reserved ones.
+  return static_cast<uint32_t>(f ^ (f >> 32)) % kFirstReservedTag & ~0xfu;
 }
 
 }  // namespace lockstep

@@ -36,9 +36,21 @@ struct Call {
   std::string describe() const;
   /// Hash of everything ranks must agree on, sequence number included.
   uint64_t fingerprint() const;
-  /// Fingerprint folded to the 32 bits a gloo tag holds: calls that differ across ranks
+  /// Fingerprint folded to a gloo tag below kFirstReservedTag, with room for the tags
+  /// counting up from it (one per dtype of a packed call): calls that differ across ranks
   /// use different tags, so their messages never meet (they time out instead of corrupting).
   uint32_t tag() const;
 };
+
+/// Tags of the exchanges that are not collectives a user called: Call::tag() never
+/// produces them.
+enum class ReservedTag : uint32_t {
+  GatherOverParent = 0x40000000u,  // new_group's small exchange over the parent group
+  ConnectDevice = 0x40000010u,     // a device transport connecting (and the tag after it)
+  HowCallsDiffer = 0x80000000u,    // | the sequence number of the call being compared
+};
+constexpr uint32_t kFirstReservedTag = 0x40000000u;
+
+inline uint32_t tag_of(ReservedTag reserved) { return static_cast<uint32_t>(reserved); }
 
 }  // namespace lockstep

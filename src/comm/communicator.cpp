@@ -1,8 +1,6 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -62,13 +60,18 @@ void check_root(int root, int world_size, Collective kind) {
   }
 }
 
-// No transport averages: Avg travels as Sum, in averaging_dtype, and is divided afterwards
-// (write_mean).
-ReduceOp op_on_the_wire(ReduceOp op) { return op == ReduceOp::Avg ? ReduceOp::Sum : op; }
+// Avg of a dtype the transport does not average itself travels as Sum, in averaging_dtype,
+// and is divided afterwards (write_mean).
+bool sent_as_sum(const Transport& transport, ReduceOp op, const at::Tensor& tensor) {
+  return op == ReduceOp::Avg && !transport.averages(tensor.scalar_type());
+}
 
-// What the transport reduces for `tensor`: itself, or for Avg a copy in averaging_dtype.
-at::Tensor tensor_on_the_wire(const at::Tensor& tensor, ReduceOp op) {
-  return op == ReduceOp::Avg ? tensor.to(averaging_dtype(tensor.scalar_type())) : tensor;
+ReduceOp op_on_the_wire(bool as_sum, ReduceOp op) { return as_sum ? ReduceOp::Sum : op; }
+
+// What the transport reduces for `tensor`: itself, or for an Avg sent as Sum a copy in
+// averaging_dtype.
+at::Tensor tensor_on_the_wire(const at::Tensor& tensor, bool as_sum) {
+  return as_sum ? tensor.to(averaging_dtype(tensor.scalar_type())) : tensor;
 }
 
 // What ranks exchange to find out how their calls differ.
@@ -79,83 +82,28 @@ struct CallSummary {
 
 }  // namespace
 
-Communicator::Communicator(std::unique_ptr<Transport> transport, Backend backend,
-                           std::chrono::milliseconds timeout, bool debug)
-    : transport_(std::move(transport)),
-      rank_(transport_->rank()),
-      world_size_(transport_->size()),
-      backend_(backend),
+Communicator::Communicator(GroupTransports transports, std::chrono::milliseconds timeout, bool debug)
+    : host_(std::move(transports.host)),
+      devices_(std::move(transports.devices)),
+      rank_(host_->rank()),
+      world_size_(host_->size()),
       timeout_(timeout),
-      debug_(debug) {
-  if (!transport_->can_give_up()) {
-    std::lock_guard<std::mutex> lock(watch_mutex_);
-    start_watchdog();
-  }
+      debug_(debug),
+      watchdog_(rank_, timeout_, *host_, devices_, [this] { return running(); }) {
+  if (!host_->can_give_up()) watchdog_.watch_host_calls();
 }
 
-Communicator::~Communicator() {
-  stop_worker();
-  if (watchdog_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(watch_mutex_);
-      stop_watching_ = true;
-    }
-    watch_stop_.notify_all();
-    watchdog_.join();
-  }
+Communicator::~Communicator() { stop_worker(); }
+
+std::string Communicator::transport_name() const {
+  std::string name = host_->name();
+  for (const auto& [type, device] : devices_) name += ", " + device->name() + " for " + c10::DeviceTypeName(type, /*lower_case=*/true);
+  return name;
 }
 
 void Communicator::close() {
   std::lock_guard<std::mutex> lock(mutex_);
   closed_ = true;
-}
-
-void Communicator::start_watchdog() {
-  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
-}
-
-void Communicator::watch_device_work(const Call& call, std::shared_ptr<DeviceCall> device_call) {
-  std::lock_guard<std::mutex> lock(watch_mutex_);
-  while (!device_work_.empty() && !device_work_.front().device_call->device_work_pending()) device_work_.pop_front();
-  device_work_.push_back({call, std::chrono::steady_clock::now(), std::move(device_call)});
-  start_watchdog();
-}
-
-// The calls it watches cannot be cancelled: ending the job is the only way not to hang forever.
-void Communicator::watch() {
-  const auto period = std::min<std::chrono::milliseconds>(
-      timeout_ / 10 + std::chrono::milliseconds(1), std::chrono::seconds(1));
-  char seconds[32];
-  std::snprintf(seconds, sizeof(seconds), "%.1f", std::chrono::duration<double>(timeout_).count());
-  std::unique_lock<std::mutex> lock(watch_mutex_);
-  while (!watch_stop_.wait_for(lock, period, [&] { return stop_watching_; })) {
-    const auto now_running = running();
-    if (!transport_->can_give_up() && now_running && now_running->second >= timeout_) {
-      end_job(now_running->first + " did not complete within " + std::string(seconds) + " s: a rank died, hangs, or called a "
-              "different collective");
-    }
-    std::string error;
-    try {
-      while (!device_work_.empty() && !device_work_.front().device_call->device_work_pending()) device_work_.pop_front();
-      if (device_work_.empty()) continue;
-      error = transport_->device_error();
-    } catch (const std::exception& e) {  // the device itself failed (CUDA's errors are sticky)
-      error = e.what();
-    }
-    const DeviceWork& oldest = device_work_.front();
-    if (!error.empty()) end_job(oldest.call.describe() + " failed on the device: " + error);
-    if (std::chrono::steady_clock::now() - oldest.queued >= timeout_) {
-      end_job(oldest.call.describe() + " did not finish on the device within " + std::string(seconds) + " s: a rank died, hangs, or "
-              "called a different collective");
-    }
-  }
-}
-
-void Communicator::end_job(const std::string& why) {
-  std::fprintf(stderr, "lockstep: rank %d: %s. Ending the job.\n", rank_, why.c_str());
-  std::fflush(stderr);
-  transport_->abort();  // no kernel is left spinning on a GPU
-  std::_Exit(EXIT_FAILURE);
 }
 
 void Communicator::stop_worker() {
@@ -175,11 +123,12 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
   check_one_device(tensors, Collective::AllReduce);
   if (tensors.empty()) return Work();
   Call call(Collective::AllReduce, tensors, op);
-  return submit_on(tensors, std::move(call), [this, op](const Call& c, std::vector<at::Tensor>& tensors) {
+  return submit_on(tensors, std::move(call), [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
     for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
-      at::Tensor wire = tensor_on_the_wire(packed, op);
-      transport_->all_reduce(wire, op_on_the_wire(op), tag);
-      if (op == ReduceOp::Avg) write_mean(wire, world_size_, packed);
+      const bool as_sum = sent_as_sum(transport, op, packed);
+      at::Tensor wire = tensor_on_the_wire(packed, as_sum);
+      transport.all_reduce(wire, op_on_the_wire(as_sum, op), tag);
+      if (as_sum) write_mean(wire, world_size_, packed);
     });
     return tensors;
   }, blocking);
@@ -191,10 +140,8 @@ Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blo
   check_one_device(tensors, Collective::Broadcast);
   if (tensors.empty()) return Work();
   Call call(Collective::Broadcast, tensors, ReduceOp::Sum, root);
-  return submit_on(tensors, std::move(call), [this, root](const Call& c, std::vector<at::Tensor>& tensors) {
-    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
-      transport_->broadcast(packed, root, tag);
-    });
+  return submit_on(tensors, std::move(call), [this, root](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) { transport.broadcast(packed, root, tag); });
     return tensors;
   }, blocking);
 }
@@ -223,12 +170,13 @@ Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blockin
   check_tensor(tensor, Collective::Reduce);
   check_root(root, world_size_, Collective::Reduce);
   Call call(Collective::Reduce, {tensor}, op, root);
-  return submit_on({tensor}, std::move(call), [this, root, op](const Call& c, std::vector<at::Tensor>& tensors) {
+  return submit_on({tensor}, std::move(call), [this, root, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
     at::Tensor& tensor = tensors[0];
     if (tensor.numel() == 0) return tensors;
-    at::Tensor wire = tensor_on_the_wire(tensor, op);
-    transport_->reduce(wire, root, op_on_the_wire(op), c.tag());
-    if (op == ReduceOp::Avg && rank_ == root) write_mean(wire, world_size_, tensor);
+    const bool as_sum = sent_as_sum(transport, op, tensor);
+    at::Tensor wire = tensor_on_the_wire(tensor, as_sum);
+    transport.reduce(wire, root, op_on_the_wire(as_sum, op), c.tag());
+    if (as_sum && rank_ == root) write_mean(wire, world_size_, tensor);
     return tensors;
   }, blocking);
 }
@@ -236,12 +184,12 @@ Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blockin
 Work Communicator::all_gather(at::Tensor tensor, bool blocking) {
   check_tensor(tensor, Collective::AllGather);
   Call call(Collective::AllGather, {tensor});
-  return submit_on({tensor}, std::move(call), [this](const Call& c, std::vector<at::Tensor>& tensors) {
+  return submit_on({tensor}, std::move(call), [this](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
     const at::Tensor& tensor = tensors[0];
     std::vector<int64_t> shape{world_size_};
     shape.insert(shape.end(), tensor.sizes().begin(), tensor.sizes().end());
     at::Tensor gathered = at::empty(shape, tensor.options());
-    if (tensor.numel() > 0) transport_->all_gather(tensor, gathered, c.tag());
+    if (tensor.numel() > 0) transport.all_gather(tensor, gathered, c.tag());
     return gathered.unbind(0);
   }, blocking);
 }
@@ -254,16 +202,17 @@ Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) 
                 shape_string(input.sizes()));
   }
   Call call(Collective::ReduceScatter, {input}, op);
-  return submit_on({input}, std::move(call), [this, op](const Call& c, std::vector<at::Tensor>& tensors) {
+  return submit_on({input}, std::move(call), [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
     const at::Tensor& input = tensors[0];
     std::vector<int64_t> shape = input.sizes().vec();
     shape[0] /= world_size_;
     at::Tensor output = at::empty(shape, input.options());
     if (input.numel() == 0) return std::vector<at::Tensor>{output};
-    const at::Tensor wire = tensor_on_the_wire(input, op);
-    at::Tensor wire_output = op == ReduceOp::Avg ? at::empty(shape, wire.options()) : output;
-    transport_->reduce_scatter(wire, wire_output, op_on_the_wire(op), c.tag());
-    if (op == ReduceOp::Avg) write_mean(wire_output, world_size_, output);
+    const bool as_sum = sent_as_sum(transport, op, input);
+    const at::Tensor wire = tensor_on_the_wire(input, as_sum);
+    at::Tensor wire_output = as_sum ? at::empty(shape, wire.options()) : output;
+    transport.reduce_scatter(wire, wire_output, op_on_the_wire(as_sum, op), c.tag());
+    if (as_sum) write_mean(wire_output, world_size_, output);
     return std::vector<at::Tensor>{output};
   }, blocking);
 }
@@ -275,7 +224,7 @@ at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
   call.shapes[0] = sizes.vec();
   const std::vector<int64_t> shape = sizes.vec();
   return submit(std::move(call), [this, shape, dtype](const Call& c) {
-    return std::vector<at::Tensor>{transport_->empty_shared(shape, dtype, c.tag())};
+    return std::vector<at::Tensor>{host_->empty_shared(shape, dtype, c.tag())};
   }, /*blocking=*/true).result().at(0);
 }
 
@@ -289,14 +238,21 @@ void Communicator::run_in_order(const std::function<void()>& body) {
 
 Work Communicator::barrier(bool blocking) {
   return submit(Call(Collective::Barrier, {}), [this](const Call& c) {
-    transport_->barrier(c.tag());
+    host_->barrier(c.tag());
     return std::vector<at::Tensor>{};
   }, blocking);
 }
 
 // ---- ordering and execution ----
 
-Work Communicator::submit(Call call, Body body, bool blocking, std::function<void()> after_done) {
+Work Communicator::submit(Call call, Body body, bool blocking) {
+  return submit_in_turn(std::move(call), [this, body = std::move(body)](const Call& c) {
+    check_same_call(c, *host_);
+    return body(c);
+  }, blocking, nullptr);
+}
+
+Work Communicator::submit_in_turn(Call call, Body body, bool blocking, std::function<void()> after_done) {
   auto state = std::make_shared<detail::WorkState>();
   state->after_done = std::move(after_done);
   Work work(state);
@@ -331,11 +287,16 @@ Work Communicator::submit(Call call, Body body, bool blocking, std::function<voi
 Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking) {
   const auto device_call = begin_device_call(tensors, call.kind);
   if (!device_call) {
-    return submit(std::move(call), [tensors, body](const Call& c) mutable { return body(c, tensors); }, blocking);
+    return submit(std::move(call), [this, tensors, body](const Call& c) mutable { return body(c, *host_, tensors); }, blocking);
   }
-  return submit(std::move(call), [this, device_call, body](const Call& c) {
-    auto outputs = device_call->run(*transport_, [&](std::vector<at::Tensor>& moved) { return body(c, moved); });
-    if (device_call->device_work_pending()) watch_device_work(c, device_call);
+  const auto found = devices_.find(call.device_type);
+  DeviceTransport* device = found == devices_.end() ? nullptr : found->second.get();
+  return submit_in_turn(std::move(call), [this, device_call, device, body](const Call& c) {
+    auto outputs = device_call->run(device, *host_, [&](Transport& moving, std::vector<at::Tensor>& moved) {
+      check_same_call(c, moving);
+      return body(c, moving, moved);
+    });
+    if (device_call->device_work_pending()) watchdog_.watch_device_work(c, device_call);
     return outputs;
   }, blocking, [device_call] { device_call->order_current_stream(); });
 }
@@ -389,7 +350,6 @@ void Communicator::execute(Task& task) {
   std::exception_ptr error;
   try {
     at::NoGradGuard no_grad;  // collectives write into parameters and are not differentiated
-    check_same_call(task.call);
     outputs = task.body(task.call);
   } catch (const MismatchError&) {
     error = std::current_exception();  // found before any data moved: the group stays usable
@@ -434,10 +394,12 @@ Communicator::running() const {
 
 // ---- mismatch checks and failure messages ----
 
-void Communicator::check_same_call(const Call& call) {
+void Communicator::check_same_call(const Call& call, const Transport& moving) {
   if (!debug_) {
-    if (!transport_->checks_every_call(call) ||
-        transport_->same_fingerprint_everywhere(call.fingerprint())) {
+    // A device transport's calls are compared only in debug mode: an exchange over the host
+    // before each would cost a round trip per call (the watchdog names them otherwise).
+    if (&moving != host_.get() || !host_->checks_every_call(call) ||
+        host_->same_fingerprint_everywhere(call.fingerprint())) {
       return;
     }
   }
@@ -451,8 +413,8 @@ std::string Communicator::how_calls_differ(const Call& call) {
   std::strncpy(mine.text, call.describe().c_str(), sizeof(mine.text) - 1);
   std::vector<CallSummary> all(world_size_);
   // The tag depends on the sequence number only: the calls being compared may differ.
-  const uint32_t tag = 0x80000000u | static_cast<uint32_t>(call.seq);
-  transport_->all_gather_bytes(&mine, all.data(), sizeof(CallSummary), tag);
+  const uint32_t tag = tag_of(ReservedTag::HowCallsDiffer) | (static_cast<uint32_t>(call.seq) & ~kFirstReservedTag);
+  host_->all_gather_bytes(&mine, all.data(), sizeof(CallSummary), tag);
   const bool same = std::all_of(all.begin(), all.end(), [&](const CallSummary& s) {
     return s.fingerprint == mine.fingerprint;
   });
@@ -466,7 +428,7 @@ std::string Communicator::how_calls_differ(const Call& call) {
 
 std::exception_ptr Communicator::explain_failure(const Call& call, const std::exception& failure,
                                                  std::chrono::steady_clock::duration elapsed) {
-  if (auto explained = transport_->explain_failure(call, failure, elapsed, timeout_)) {
+  if (auto explained = host_->explain_failure(call, failure, elapsed, timeout_)) {
     return explained;
   }
   const std::string message = "lockstep: rank " + std::to_string(rank_) + ": " +

@@ -15,6 +15,7 @@
 #include "comm/call.h"
 #include "comm/device_call.h"
 #include "comm/transport.h"
+#include "comm/watchdog.h"
 #include "lockstep/comm/error.h"
 #include "lockstep/comm/types.h"
 #include "lockstep/comm/work.h"
@@ -24,16 +25,15 @@ namespace lockstep {
 /// A process group: the collectives every transport offers, with what they share done once
 /// here (argument checks, Avg, packing many tensors into one, ordering of async work,
 /// mismatch checks, errors that name the call), and the moving of bytes left to the
-/// transport.
+/// transports: the host transport, and for a call on a device, the group's device transport
+/// for that device type, where it has one (c10d chooses its backend by device type too).
 ///
 /// Collectives run one at a time in the order they were called: a blocking call runs on
 /// the caller's thread when nothing is queued, async calls on one background thread.
 class Communicator {
  public:
-  /// `backend` is the engine the user chose (what lockstep::backend() reports), whatever
-  /// transport carries this group's bytes.
-  Communicator(std::unique_ptr<Transport> transport, Backend backend,
-               std::chrono::milliseconds timeout, bool debug);
+  /// `debug`: compare every call's fingerprint across ranks before it moves any data.
+  Communicator(GroupTransports transports, std::chrono::milliseconds timeout, bool debug);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -41,8 +41,9 @@ class Communicator {
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  Backend backend() const { return backend_; }
-  Transport& transport() { return *transport_; }
+  HostTransport& host_transport() { return *host_; }
+  /// What moves this group's tensors, e.g. "shm+gloo" or "gloo, nccl for cuda".
+  std::string transport_name() const;
 
   Work all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking);
   Work broadcast(std::vector<at::Tensor> tensors, int root, bool blocking);
@@ -68,17 +69,20 @@ class Communicator {
 
  private:
   using Body = std::function<std::vector<at::Tensor>(const Call&)>;
-  /// A collective on host tensors (the caller's, or host copies of device tensors); returns
-  /// its outputs.
-  using TensorBody = std::function<std::vector<at::Tensor>(const Call&, std::vector<at::Tensor>& tensors)>;
+  /// A collective on `tensors` (the caller's, or host copies of device tensors), moved by
+  /// `transport`; returns its outputs.
+  using TensorBody =
+      std::function<std::vector<at::Tensor>(const Call&, Transport& transport, std::vector<at::Tensor>& tensors)>;
   struct Task {
     Call call;
     Body body;
     std::shared_ptr<detail::WorkState> state;
   };
 
+  /// A call on the host transport alone.
+  Work submit(Call call, Body body, bool blocking);
   /// `after_done` runs on the thread that waits for the work, once it succeeded.
-  Work submit(Call call, Body body, bool blocking, std::function<void()> after_done = nullptr);
+  Work submit_in_turn(Call call, Body body, bool blocking, std::function<void()> after_done);
   /// submit() for a collective on `tensors`, which may be on a device (comm/device_call.h).
   Work submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking);
   void execute(Task& task);
@@ -86,27 +90,24 @@ class Communicator {
   /// Runs `tasks` on this thread as the one collective runner; `lock` holds mutex_.
   void run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks);
   void mark_failed(const std::string& what);
-  void check_same_call(const Call& call);
+  /// Throws MismatchError before `moving` moves any data, where ranks' calls differ and
+  /// this group compares them (in debug mode, or where the host transport must).
+  void check_same_call(const Call& call, const Transport& moving);
   /// Every rank sends what it called: how the calls differ, or "" when they do not.
   std::string how_calls_differ(const Call& call);
   std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
                                      std::chrono::steady_clock::duration elapsed);
   void stop_worker();
   void worker_loop();
-  /// Has the watchdog end the job if `device_call`'s queued device work outlives the timeout.
-  void watch_device_work(const Call& call, std::shared_ptr<DeviceCall> device_call);
-  void start_watchdog();  // watch_mutex_ held
-  void watch();
-  [[noreturn]] void end_job(const std::string& why);
   /// Runs `run` on each tensor, or, for several, on one packed buffer per dtype (tags
   /// counting up from `tag`), copying the results back.
   void for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag,
                        const std::function<void(at::Tensor&, uint32_t)>& run);
 
-  const std::unique_ptr<Transport> transport_;
+  const std::unique_ptr<HostTransport> host_;
+  const DeviceTransports devices_;  // use host_, so they are destroyed first
   const int rank_;
   const int world_size_;
-  const Backend backend_;
   const std::chrono::milliseconds timeout_;
   const bool debug_;
 
@@ -124,18 +125,7 @@ class Communicator {
   const Call* running_call_ = nullptr;
   std::chrono::steady_clock::time_point running_since_;
 
-  // For transports that cannot give up (see Transport::can_give_up), and for device work
-  // queued on a transport's stream (NCCL), which the host never waits for.
-  struct DeviceWork {
-    Call call;  // described only when it fails
-    std::chrono::steady_clock::time_point queued;
-    std::shared_ptr<DeviceCall> device_call;
-  };
-  std::mutex watch_mutex_;  // guards what follows
-  std::condition_variable watch_stop_;
-  bool stop_watching_ = false;
-  std::deque<DeviceWork> device_work_;  // oldest first
-  std::thread watchdog_;
+  Watchdog watchdog_;  // after the transports: stopped before they go
 };
 
 }  // namespace lockstep

@@ -34,7 +34,7 @@ Plan plan(const World& world, const std::vector<int>& members) {
 }
 
 // What moves the group's host memory: the engine, shared memory inside hosts, or both.
-std::unique_ptr<Transport> connect_host_transport(World& world, const std::vector<int>& members,
+std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::vector<int>& members,
                                                   const std::string& name,
                                                   const GatherOverParent& gather) {
   const WorldSpec& spec = world.spec();
@@ -71,7 +71,7 @@ std::unique_ptr<Transport> connect_host_transport(World& world, const std::vecto
   if (failed) std::rethrow_exception(failed);
   if (rank < 0) return nullptr;
 
-  std::unique_ptr<Transport> local;
+  std::unique_ptr<HostTransport> local;
   if (local_size > 1) {
     const int leader = members[p.hosts[place.host][0]];
     const std::string& name = names.at(leader);
@@ -89,7 +89,7 @@ std::unique_ptr<Transport> connect_host_transport(World& world, const std::vecto
 
   std::vector<int> leaders;
   for (const auto& host : p.hosts) leaders.push_back(members[host[0]]);
-  std::unique_ptr<Transport> engine;
+  std::unique_ptr<HostTransport> engine;
   if (place.local == 0) engine = world.connect_engine(leaders, name + "/leaders");
   const bool engine_checks = spec.backend == Backend::Mpi;
   return std::make_unique<HierarchicalTransport>(rank, p.places, std::move(local), std::move(engine),
@@ -98,13 +98,15 @@ std::unique_ptr<Transport> connect_host_transport(World& world, const std::vecto
 
 }  // namespace
 
-std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& members,
-                                         const std::string& name,
-                                         const GatherOverParent& gather) {
-  auto host = connect_host_transport(world, members, name, gather);
-  // A group of one needs no NCCL: it has no one to send to.
-  if (!host || members.size() == 1) return host;
-  return with_device_engine(std::move(host), world.spec());
+GroupTransports connect_group(World& world, const std::vector<int>& members, const std::string& name,
+                              const GatherOverParent& gather) {
+  GroupTransports transports;
+  transports.host = connect_host_transport(world, members, name, gather);
+  // A group of one needs no device transport: it has no one to send to.
+  if (transports.host && members.size() > 1) {
+    transports.devices = device_transports(*transports.host, world.spec().device_backend, world.spec().timeout);
+  }
+  return transports;
 }
 
 }  // namespace lockstep

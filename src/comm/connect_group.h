@@ -14,12 +14,13 @@ namespace lockstep {
 /// outside the parent).
 using GatherOverParent = std::function<std::vector<std::string>(const std::string& mine)>;
 
-/// The transport of a group of `members` (world ranks, in group order): shared memory when
-/// they share one host, the engine when none do, and both, hierarchically, otherwise; with
-/// NCCL beside it for CUDA tensors where the spec and the build allow (comm/device_engine.h).
-/// Every rank of the parent calls it with the same arguments; non-members get null.
-/// `name` is unique among the world's groups.
-std::unique_ptr<Transport> connect_group(World& world, const std::vector<int>& members,
+/// The transports of a group of `members` (world ranks, in group order). Its host transport:
+/// shared memory when they share one host, the engine when none do, and both,
+/// hierarchically, otherwise. Its device transports: NCCL for CUDA tensors where the spec
+/// and the build allow (comm/device_engine.h). Every rank of the parent calls it with the
+/// same arguments; non-members get no host transport. `name` is unique among the world's
+/// groups.
+GroupTransports connect_group(World& world, const std::vector<int>& members,
                                          const std::string& name,
                                          const GatherOverParent& gather);
 

@@ -1,12 +1,12 @@
 #pragma once
 
-// The engine that moves CUDA tensors itself, beside a group's host transport: NCCL, in a
-// build against a CUDA libtorch whose NCCL CMake found (src/cuda/nccl_transport.cpp).
-// Without it, device tensors are staged through the host transport (comm/device_call.h).
+// The transports that move device memory themselves, beside a group's host transport: NCCL
+// for CUDA, in a build against a CUDA libtorch whose NCCL CMake found
+// (src/cuda/nccl_transport.cpp). Without one, a group stages device tensors through its host
+// transport (comm/device_call.h).
 
-#include <memory>
+#include <chrono>
 
-#include "comm/environment.h"
 #include "comm/transport.h"
 
 namespace lockstep {
@@ -14,8 +14,9 @@ namespace lockstep {
 /// Whether this build has the NCCL transport.
 bool built_with_nccl();
 
-/// `host`, with NCCL beside it for CUDA tensors where `spec.cuda_backend` may use it
-/// (Nccl, or Auto on a machine with a GPU); `host` itself otherwise.
-std::unique_ptr<Transport> with_device_engine(std::unique_ptr<Transport> host, const WorldSpec& spec);
+/// The device transports of a group of more than one rank whose host transport is `host`:
+/// NCCL for CUDA where `backend` may use it (Nccl, or Auto on a machine with a GPU), none
+/// otherwise. Connects nothing yet: each device connects in its first call, within `timeout`.
+DeviceTransports device_transports(HostTransport& host, DeviceBackend backend, std::chrono::milliseconds timeout);
 
 }  // namespace lockstep

@@ -69,7 +69,26 @@ Backend parse_backend(const std::string& text) {
   if (text == "mpi") return Backend::Mpi;
   if (text == "nccl") return Backend::Nccl;
   if (text == "auto" || text.empty()) return Backend::Auto;
-  throw ConfigError("lockstep: LOCKSTEP_BACKEND='" + text + "' must be gloo, mpi, nccl or auto");
+  throw ConfigError("lockstep: LOCKSTEP_BACKEND='" + text + "' must be auto, gloo or mpi (or nccl, which means "
+                    "LOCKSTEP_DEVICE_BACKEND=nccl)");
+}
+
+DeviceBackend parse_device_backend(const std::string& text) {
+  if (text == "staged") return DeviceBackend::Staged;
+  if (text == "nccl") return DeviceBackend::Nccl;
+  if (text == "auto" || text.empty()) return DeviceBackend::Auto;
+  throw ConfigError("lockstep: LOCKSTEP_DEVICE_BACKEND='" + text + "' must be auto, staged or nccl");
+}
+
+// LOCKSTEP_DEBUG: "detail" (or 1) compares every call, as TORCH_DISTRIBUTED_DEBUG=DETAIL does.
+bool parse_debug(const std::string& text) {
+  if (text == "detail" || text == "DETAIL") return true;
+  if (text == "off" || text == "OFF") return false;
+  try {
+    return parse_bool(text, "LOCKSTEP_DEBUG");
+  } catch (const ConfigError&) {
+    throw ConfigError("lockstep: LOCKSTEP_DEBUG='" + text + "' must be detail (or 1) or off (or 0)");
+  }
 }
 
 InitMethod parse_method(const std::string& text) {
@@ -134,26 +153,40 @@ void settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& 
   }
 }
 
-void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
-  spec.launched_by_mpirun = env("OMPI_COMM_WORLD_SIZE").has_value();
-  spec.backend = options.backend();
-  if (spec.backend == Backend::Threads) {
+// The host backend and the device backend, each with one meaning. "nccl" as the backend
+// (the setting that came before the device backend) means Auto's host engine with NCCL
+// for CUDA tensors.
+void settle_backends(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
+  Backend host = options.backend();
+  if (host == Backend::Threads) {
     throw ConfigError("lockstep::init: Backend::Threads is the backend of lockstep::run_replicas, "
-                      "which makes its own group; init() takes Backend::Gloo, Mpi, Nccl or Auto");
+                      "which makes its own group; init() takes Backend::Gloo, Mpi or Auto");
   }
-  if (spec.backend == Backend::Auto) spec.backend = parse_backend(env("LOCKSTEP_BACKEND").value_or(""));
-  // NCCL moves CUDA tensors only: CPU tensors (and the rendezvous) go the Auto way.
-  spec.cuda_backend = spec.backend;
-  if (spec.backend == Backend::Auto || spec.backend == Backend::Nccl) {
-    spec.backend = spec.launched_by_mpirun ? Backend::Mpi : Backend::Gloo;
+  if (host == Backend::Auto) host = parse_backend(env("LOCKSTEP_BACKEND").value_or(""));
+  DeviceBackend device = options.device_backend();
+  if (device == DeviceBackend::Auto) device = parse_device_backend(env("LOCKSTEP_DEVICE_BACKEND").value_or(""));
+  if (host == Backend::Nccl) {
+    if (device == DeviceBackend::Staged) {
+      throw ConfigError("lockstep: the backend nccl (which means the device backend nccl) conflicts with the device "
+                        "backend staged; choose one");
+    }
+    device = DeviceBackend::Nccl;
+    host = Backend::Auto;
   }
-  if (spec.cuda_backend == Backend::Nccl && !built_with_nccl()) {
-    throw ConfigError(std::string("lockstep: the nccl backend needs lockstep built against a libtorch with CUDA and "
-                                  "NCCL (docs/GPU.md), but this one ") +
+  spec.backend = host != Backend::Auto ? host : spec.launched_by_mpirun ? Backend::Mpi : Backend::Gloo;
+  spec.device_backend = device;
+  if (device == DeviceBackend::Nccl && !built_with_nccl()) {
+    throw ConfigError(std::string("lockstep: the device backend nccl needs lockstep built against a libtorch with "
+                                  "CUDA and NCCL (docs/GPU.md), but this one ") +
                       (built_with_cuda() ? "found no NCCL beside its libtorch"
                                          : "was built against a libtorch without CUDA") +
-                      "; the gloo backend moves CUDA tensors through host memory");
+                      "; the device backend staged moves CUDA tensors through host memory");
   }
+}
+
+void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
+  spec.launched_by_mpirun = env("OMPI_COMM_WORLD_SIZE").has_value();
+  settle_backends(spec, options, env);
 
   if (auto addr = options.master_addr() ? options.master_addr() : env("MASTER_ADDR")) {
     spec.master_addr = *addr;
@@ -226,8 +259,7 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
     spec.timeout = parse_timeout(*text);
   }
   if (spec.timeout.count() <= 0) throw ConfigError("lockstep: InitOptions::timeout must be positive");
-  spec.debug = options.debug() ? *options.debug()
-                               : parse_bool(env("LOCKSTEP_DEBUG").value_or(""), "LOCKSTEP_DEBUG");
+  spec.debug = options.debug() ? *options.debug() : parse_debug(env("LOCKSTEP_DEBUG").value_or(""));
   spec.shared_memory = options.shared_memory()
                            ? *options.shared_memory()
                            : parse_bool(env("LOCKSTEP_SHM").value_or("1"), "LOCKSTEP_SHM");

@@ -11,12 +11,10 @@ namespace lockstep {
 
 /// Everything init() needs to know, settled from InitOptions and the environment.
 struct WorldSpec {
-  /// The engine of CPU tensors (and of device tensors staged through host memory): Gloo,
-  /// MPI or Threads.
+  /// The host backend, settled: Gloo, Mpi or Threads.
   Backend backend = Backend::Gloo;
-  /// Who moves CUDA tensors: Nccl always, Auto NCCL where every rank of a group has a GPU
-  /// of its own (staged through `backend` elsewhere), Gloo or Mpi always staged.
-  Backend cuda_backend = Backend::Auto;
+  /// Who moves CUDA tensors (DeviceBackend), decided for each group as it connects.
+  DeviceBackend device_backend = DeviceBackend::Auto;
   /// Auto here means "nothing to meet": a world of size 1.
   InitMethod method = InitMethod::Auto;
   int rank = 0;
@@ -29,7 +27,7 @@ struct WorldSpec {
   std::string file_path;
   std::string socket_ifname;  // network interface for gloo's connections, if pinned
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  bool debug = false;
+  bool debug = false;  // compare every call's fingerprint (LOCKSTEP_DEBUG=detail)
   bool launched_by_mpirun = false;
   /// Local ranks meet in shared memory (LOCKSTEP_SHM, default on).
   bool shared_memory = true;
@@ -41,9 +39,6 @@ struct WorldSpec {
   int restart_count = 0;
   /// `lockstep run` watches this rank's heartbeats in its store (LOCKSTEP_HEARTBEAT=1).
   bool heartbeat = false;
-
-  /// What lockstep::backend() reports: the engine the user chose, Nccl included.
-  Backend chosen_backend() const { return cuda_backend == Backend::Nccl ? Backend::Nccl : backend; }
 };
 
 /// Looks up an environment variable; tests pass a map instead of the process environment.

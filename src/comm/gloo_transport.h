@@ -12,7 +12,7 @@ namespace lockstep {
 
 /// Collectives over gloo's TCP transport. Every call's tag comes from its fingerprint, so
 /// ranks that disagree never exchange bytes: they time out, then compare notes via the store.
-class GlooTransport : public Transport {
+class GlooTransport : public HostTransport {
  public:
   /// `group_ranks[r]` is how errors name the context's rank r (its rank in the user's group;
   /// they differ when gloo connects only the leaders of a hierarchical group).

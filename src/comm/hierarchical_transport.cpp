@@ -13,8 +13,8 @@ constexpr uint32_t kFingerprintCheckTag = 0x7fffffffu;
 }  // namespace
 
 HierarchicalTransport::HierarchicalTransport(int rank, std::vector<Place> places,
-                                             std::unique_ptr<Transport> local,
-                                             std::unique_ptr<Transport> leaders,
+                                             std::unique_ptr<HostTransport> local,
+                                             std::unique_ptr<HostTransport> leaders,
                                              std::string engine_name,
                                              bool engine_checks_every_call)
     : rank_(rank),

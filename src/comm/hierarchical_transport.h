@@ -10,7 +10,7 @@ namespace lockstep {
 /// A group spread over several hosts: shared memory inside each host, the engine (gloo or
 /// MPI) among one leader per host (the host's first rank), then shared memory again to fan
 /// the result out. Only leaders touch the network, once per collective.
-class HierarchicalTransport : public Transport {
+class HierarchicalTransport : public HostTransport {
  public:
   /// Where each rank of the group sits: its host's index and its index among that host's
   /// ranks (0 is the leader).
@@ -21,8 +21,8 @@ class HierarchicalTransport : public Transport {
 
   /// `leaders` connects the hosts' leaders and is null on other ranks; `engine_name` and
   /// `engine_checks_every_call` describe it on every rank.
-  HierarchicalTransport(int rank, std::vector<Place> places, std::unique_ptr<Transport> local,
-                        std::unique_ptr<Transport> leaders, std::string engine_name,
+  HierarchicalTransport(int rank, std::vector<Place> places, std::unique_ptr<HostTransport> local,
+                        std::unique_ptr<HostTransport> leaders, std::string engine_name,
                         bool engine_checks_every_call);
 
   int rank() const override { return rank_; }
@@ -44,8 +44,8 @@ class HierarchicalTransport : public Transport {
 
   const int rank_;
   const std::vector<Place> places_;
-  const std::unique_ptr<Transport> local_;
-  const std::unique_ptr<Transport> leaders_;
+  const std::unique_ptr<HostTransport> local_;
+  const std::unique_ptr<HostTransport> leaders_;
   const std::string engine_name_;
   const bool engine_checks_every_call_;
 };

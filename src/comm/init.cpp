@@ -106,7 +106,8 @@ void init(const InitOptions& options) {
   }
   if (options.device()) use_cuda_device(*options.device());  // before meeting anyone
   auto world = join_world(spec);
-  if (!options.device() && spec.cuda_backend == Backend::Nccl) use_gpu_of_local_rank(world->local_rank());
+  // `torch::kCUDA` then means a GPU of this rank's own, which NCCL needs (and staging prefers).
+  if (!options.device()) use_gpu_of_local_rank(world->local_rank());
   auto group = detail::make_world_group(std::move(world));
   std::lock_guard<std::mutex> lock(group_mutex);
   world_group = std::move(group);
@@ -134,6 +135,7 @@ int rank() { return joined().rank; }
 int world_size() { return static_cast<int>(joined().world_ranks.size()); }
 int local_rank() { return joined().world->local_rank(); }
 int local_world_size() { return joined().world->local_world_size(); }
-Backend backend() { return joined().world->spec().chosen_backend(); }
+Backend backend() { return joined().world->spec().backend; }
+DeviceBackend device_backend() { return joined().world->spec().device_backend; }
 
 }  // namespace lockstep

@@ -12,7 +12,7 @@ namespace lockstep {
 /// Collectives over an MPI communicator (as launched by mpirun). MPI calls cannot be
 /// interrupted, so mismatched calls are caught before they start (a fingerprint check on
 /// every call), and the Communicator's watchdog ends the job when one outlives the timeout.
-class MpiTransport : public Transport {
+class MpiTransport : public HostTransport {
  public:
   /// Takes ownership of `comm`.
   explicit MpiTransport(MPI_Comm comm);

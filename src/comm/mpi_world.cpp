@@ -23,7 +23,7 @@ class MpiWorld : public World {
     return gather_over(world_, spec().world_size, mine);
   }
 
-  std::unique_ptr<Transport> connect_engine(const std::vector<int>& ranks,
+  std::unique_ptr<HostTransport> connect_engine(const std::vector<int>& ranks,
                                             const std::string& name) override {
     MPI_Group world_group, members;
     MPI_Comm_group(world_, &world_group);

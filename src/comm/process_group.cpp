@@ -19,8 +19,8 @@ std::vector<std::string> gather_over(detail::GroupState& parent, const std::stri
   std::vector<char> record(kGatherRecordBytes, 0);
   std::memcpy(record.data(), mine.data(), std::min(mine.size(), kGatherRecordBytes - 1));
   std::vector<char> all(kGatherRecordBytes * n);
-  parent.communicator->transport().all_gather_bytes(record.data(), all.data(),
-                                                    kGatherRecordBytes, /*tag=*/0x40000000u);
+  parent.communicator->host_transport().all_gather_bytes(record.data(), all.data(),
+                                                    kGatherRecordBytes, tag_of(ReservedTag::GatherOverParent));
   std::vector<std::string> by_world_rank(parent.world->spec().world_size);
   for (int r = 0; r < n; ++r) {
     by_world_rank[parent.world_ranks[r]] = std::string(all.data() + r * kGatherRecordBytes);
@@ -46,12 +46,9 @@ std::shared_ptr<GroupState> make_world_group(std::shared_ptr<World> world) {
   group->rank = spec.rank;
   for (int r = 0; r < spec.world_size; ++r) group->world_ranks.push_back(r);
   World& joined = *group->world;
-  auto transport = connect_group(joined, group->world_ranks, group->name,
-                                 [&](const std::string& mine) {
-                                   return joined.gather("world/gather", mine);
-                                 });
-  group->communicator = std::make_unique<Communicator>(std::move(transport), spec.chosen_backend(),
-                                                       spec.timeout, spec.debug);
+  auto transports = connect_group(joined, group->world_ranks, group->name,
+                                  [&](const std::string& mine) { return joined.gather("world/gather", mine); });
+  group->communicator = std::make_unique<Communicator>(std::move(transports), spec.timeout, spec.debug);
   return group;
 }
 
@@ -71,7 +68,7 @@ std::vector<int> ProcessGroup::ranks() const { return state().world_ranks; }
 
 std::string ProcessGroup::transport() const {
   const auto& s = state();
-  return s.communicator ? s.communicator->transport().name() : "none (not a member)";
+  return s.communicator ? s.communicator->transport_name() : "none (not a member)";
 }
 
 Communicator& communicator_of(const ProcessGroup& group, const char* call) {
@@ -108,12 +105,11 @@ ProcessGroup new_group(const std::vector<int>& ranks, const ProcessGroup& parent
   // the same order as the parent's collectives on every rank.
   parent_communicator.run_in_order([&] {
     group->name = from.name + "/" + std::to_string(from.sub_groups_made++);
-    auto transport = connect_group(*group->world, group->world_ranks, group->name,
-                                   [&](const std::string& mine) { return gather_over(from, mine); });
-    if (transport) {
+    auto transports = connect_group(*group->world, group->world_ranks, group->name,
+                                    [&](const std::string& mine) { return gather_over(from, mine); });
+    if (transports.host) {
       const WorldSpec& spec = group->world->spec();
-      group->communicator = std::make_unique<Communicator>(std::move(transport), spec.chosen_backend(),
-                                                           spec.timeout, spec.debug);
+      group->communicator = std::make_unique<Communicator>(std::move(transports), spec.timeout, spec.debug);
     }
   });
   detail::remember_group(group);

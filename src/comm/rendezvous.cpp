@@ -197,9 +197,11 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
   try {
     store.wait(keys, spec.timeout);
   } catch (const std::exception&) {
-    // A key that is there answers at once; only absent ones use up their short wait.
+    // A key that is there answers at once; only absent ones use up their short wait. This
+    // rank's own key was set above (a store that vanished since must not make it "missing").
     std::ostringstream missing;
     for (int r = 0; r < spec.world_size; ++r) {
+      if (r == spec.rank) continue;
       try {
         store.wait({keys[r]}, std::min(spec.timeout, std::chrono::milliseconds(250)));
       } catch (const std::exception&) {
@@ -236,7 +238,7 @@ class StoreWorld : public World {
     return gather_through(*store_, spec(), key, mine);
   }
 
-  std::unique_ptr<Transport> connect_engine(const std::vector<int>& ranks,
+  std::unique_ptr<HostTransport> connect_engine(const std::vector<int>& ranks,
                                             const std::string& name) override {
     const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());
     auto store = gloo_compat::prefix_store(name, store_);

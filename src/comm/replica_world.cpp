@@ -14,7 +14,7 @@ WorldSpec replica_spec(const ReplicaSet& replicas, int rank, bool debug) {
   WorldSpec spec;
   spec.backend = Backend::Threads;
   // Replicas share their process's GPUs: CUDA tensors are staged through its memory.
-  spec.cuda_backend = Backend::Threads;
+  spec.device_backend = DeviceBackend::Staged;
   spec.rank = rank;
   spec.world_size = replicas.size();
   spec.local_rank = rank;
@@ -106,7 +106,7 @@ std::vector<std::string> ReplicaWorld::gather(const std::string& key, const std:
   return replicas_->gather(key, spec().rank, mine);
 }
 
-std::unique_ptr<Transport> ReplicaWorld::connect_engine(const std::vector<int>& ranks,
+std::unique_ptr<HostTransport> ReplicaWorld::connect_engine(const std::vector<int>& ranks,
                                                         const std::string& name) {
   const int rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());
   auto replicas = replicas_;

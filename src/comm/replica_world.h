@@ -68,7 +68,7 @@ class ReplicaWorld : public World {
   ReplicaWorld(std::shared_ptr<ReplicaSet> replicas, int rank, bool debug);
 
   std::vector<std::string> gather(const std::string& key, const std::string& mine) override;
-  std::unique_ptr<Transport> connect_engine(const std::vector<int>& ranks,
+  std::unique_ptr<HostTransport> connect_engine(const std::vector<int>& ranks,
                                             const std::string& name) override;
 
  private:

@@ -7,7 +7,7 @@
 namespace lockstep {
 
 /// A group of one rank: every collective is already done.
-class SelfTransport : public Transport {
+class SelfTransport : public HostTransport {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }

@@ -22,7 +22,7 @@ namespace lockstep {
 /// Ranks that made different calls notice at the first meeting, before reading anything
 /// (CallsDiffer); a rank that dies or stalls is named by ShmMeeting. Tensors made by
 /// empty_shared skip the slots: every rank maps every rank's tensor.
-class ShmTransport : public Transport {
+class ShmTransport : public HostTransport {
  public:
   /// Size of the segment for `size` ranks.
   static size_t segment_bytes(int size);

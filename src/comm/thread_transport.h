@@ -34,7 +34,7 @@ class ThreadMeetingPlace {
 ///
 /// The meeting is ShmMeeting's, so waiting, mismatched calls (CallsDiffer) and deadlines
 /// work as between processes; a replica that failed or returned is named at once.
-class ThreadTransport : public Transport {
+class ThreadTransport : public HostTransport {
  public:
   /// `group_ranks[r]` is how errors name rank r; `absence` says why a rank will not come.
   ThreadTransport(std::shared_ptr<ThreadMeetingPlace> place, int rank, int size,

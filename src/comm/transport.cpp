@@ -11,17 +11,15 @@ void Transport::reduce_scatter(const at::Tensor& input, at::Tensor& output, Redu
   output.copy_(reduced.chunk(size(), 0)[rank()]);
 }
 
-at::Tensor Transport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t) {
+at::Tensor HostTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t) {
   return at::empty(sizes, at::TensorOptions().dtype(dtype));
 }
 
-bool Transport::same_fingerprint_everywhere(uint64_t) { return true; }
+bool HostTransport::same_fingerprint_everywhere(uint64_t) { return true; }
 
-std::optional<c10::Stream> Transport::device_stream(at::Device) { return std::nullopt; }
-
-std::exception_ptr Transport::explain_failure(const Call&, const std::exception&,
-                                              std::chrono::steady_clock::duration,
-                                              std::chrono::milliseconds) {
+std::exception_ptr HostTransport::explain_failure(const Call&, const std::exception&,
+                                                  std::chrono::steady_clock::duration,
+                                                  std::chrono::milliseconds) {
   return nullptr;
 }
 

@@ -13,6 +13,15 @@ std::string to_string(Backend backend) {
   return "unknown";
 }
 
+std::string to_string(DeviceBackend backend) {
+  switch (backend) {
+    case DeviceBackend::Auto: return "auto";
+    case DeviceBackend::Staged: return "staged";
+    case DeviceBackend::Nccl: return "nccl";
+  }
+  return "unknown";
+}
+
 std::string to_string(InitMethod method) {
   switch (method) {
     case InitMethod::Auto: return "auto";

@@ -29,7 +29,7 @@ class World {
   virtual std::vector<std::string> gather(const std::string& key, const std::string& mine) = 0;
   /// Connects the engine among `ranks` (world ranks, in the new group's order). Called by
   /// exactly those ranks, with the same `name`, which no other connection has used.
-  virtual std::unique_ptr<Transport> connect_engine(const std::vector<int>& ranks,
+  virtual std::unique_ptr<HostTransport> connect_engine(const std::vector<int>& ranks,
                                                     const std::string& name) = 0;
 
  private:

@@ -1,14 +1,17 @@
 // Collectives on CUDA tensors (the contract is in comm/device_call.h), as PyTorch's process
 // groups do them. The caller's thread records how far its current stream has got; in the
-// call's turn, either the transport's own stream (NCCL) waits for that point and the
+// call's turn, either the device transport's own stream (NCCL) waits for that point and the
 // transport moves the device tensors there, or a side stream waits for it, copies the
-// tensors to pinned host memory, and copies the host results back once the transport is
-// done. The waiter's current stream then waits for that stream. Nothing synchronizes the
+// tensors to pinned host memory, and copies the host results back once the host transport
+// is done. The waiter's current stream then waits for that stream. Nothing synchronizes the
 // device, and the caching allocator is told every stream that uses a tensor.
+#include <cuda_runtime_api.h>
+
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -24,35 +27,63 @@ void used_on(const at::Tensor& tensor, const c10::cuda::CUDAStream& stream) {
   c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), stream);
 }
 
+bool is_capturing(const c10::cuda::CUDAStream& stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream.stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// This thread's CUDA calls in relaxed capture mode while it lives: a query from a thread
+// that captures nothing must not invalidate a graph another thread captures in global mode.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 class CudaDeviceCall : public DeviceCall {
  public:
-  explicit CudaDeviceCall(std::vector<at::Tensor> tensors)
-      : device_(tensors.front().device()),
+  CudaDeviceCall(std::vector<at::Tensor> tensors, Collective kind)
+      : kind_(kind),
+        device_(tensors.front().device()),
         tensors_(std::move(tensors)),
-        caller_stream_(c10::cuda::getCurrentCUDAStream(device_.index())) {
+        caller_stream_(c10::cuda::getCurrentCUDAStream(device_.index())),
+        captured_(is_capturing(caller_stream_)) {
     c10::cuda::CUDAGuard on_device(device_);
     queued_.record(caller_stream_);  // the tensors' producers
   }
 
-  std::vector<at::Tensor> run(Transport& transport, const Body& body) override {
+  std::vector<at::Tensor> run(DeviceTransport* device, HostTransport& host, const Body& body) override {
     c10::cuda::CUDAGuard on_device(device_);
-    if (const auto stream = transport.device_stream(device_)) {
-      return run_on(c10::cuda::CUDAStream(*stream), body);
+    if (const auto stream = device ? device->device_stream(device_) : std::nullopt) {
+      return run_on(c10::cuda::CUDAStream(*stream), *device, body);
     }
-    return run_through_host(body);
+    if (captured_) {
+      throw Error("lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() + " is capturing a CUDA "
+                  "graph, but this group stages " + device_.str() + "'s tensors through host memory, whose copies and "
+                  "waits cannot be captured; capture collectives only where NCCL moves them (docs/GPU.md)");
+    }
+    return run_through_host(host, body);
   }
 
   void order_current_stream() override { done_.block(c10::cuda::getCurrentCUDAStream(device_.index())); }
 
-  bool device_work_pending() override { return on_transport_stream_ && !done_.query(); }
+  bool device_work_pending() override {
+    if (!on_transport_stream_ || captured_) return false;
+    RelaxedCapture relaxed;
+    return !done_.query();
+  }
 
  private:
-  // The transport moves the device tensors on its stream.
-  std::vector<at::Tensor> run_on(const c10::cuda::CUDAStream& stream, const Body& body) {
+  // The device transport moves the device tensors on its stream.
+  std::vector<at::Tensor> run_on(const c10::cuda::CUDAStream& stream, Transport& transport, const Body& body) {
     queued_.block(stream);
     c10::cuda::CUDAStreamGuard on_stream(stream);
     std::vector<at::Tensor> tensors = tensors_;
-    std::vector<at::Tensor> outputs = body(tensors);
+    std::vector<at::Tensor> outputs = body(transport, tensors);
     // The caller may drop its tensors when the call returns; new outputs are allocated on
     // this stream but used on the caller's.
     for (const auto& tensor : tensors_) used_on(tensor, stream);
@@ -64,8 +95,8 @@ class CudaDeviceCall : public DeviceCall {
     return outputs;
   }
 
-  // The transport moves pinned host copies; the results are copied back.
-  std::vector<at::Tensor> run_through_host(const Body& body) {
+  // The host transport moves pinned host copies; the results are copied back.
+  std::vector<at::Tensor> run_through_host(HostTransport& transport, const Body& body) {
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
     queued_.block(side);
     c10::cuda::CUDAStreamGuard on_side(side);
@@ -79,7 +110,7 @@ class CudaDeviceCall : public DeviceCall {
     copied_out.record(side);
     copied_out.synchronize();  // this thread only: the caller's returned long ago
 
-    const std::vector<at::Tensor> results = body(host);
+    const std::vector<at::Tensor> results = body(transport, host);
     std::vector<at::Tensor> outputs;
     for (const auto& result : results) {
       at::Tensor target = device_tensor_of(host, result);
@@ -121,9 +152,11 @@ class CudaDeviceCall : public DeviceCall {
     at::cuda::CachingHostAllocator_recordEvent(data.get(), data.get_context(), stream);
   }
 
+  Collective kind_;
   at::Device device_;
   std::vector<at::Tensor> tensors_;
   c10::cuda::CUDAStream caller_stream_;
+  bool captured_;  // the caller's stream is capturing a CUDA graph
   at::cuda::CUDAEvent queued_;
   at::cuda::CUDAEvent done_;
   bool on_transport_stream_ = false;
@@ -137,7 +170,7 @@ std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& ten
     throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + tensors.front().device().str() +
                 "; lockstep's collectives take CPU and CUDA tensors");
   }
-  return std::make_shared<CudaDeviceCall>(tensors);
+  return std::make_shared<CudaDeviceCall>(tensors, kind);
 }
 
 bool built_with_cuda() { return true; }

@@ -1,8 +1,8 @@
-// NCCL beside a group's host transport (comm/device_engine.h). CUDA tensors move over one
-// NCCL communicator and one stream per device, made in the turn of the first collective on
-// that device; everything else (CPU tensors, barriers, the mismatch checks and the reports
-// of failures) goes over the host transport it wraps. The NCCL linked is the one beside the
-// libtorch lockstep was built against (CMakeLists.txt), so one copy is loaded.
+// NCCL, a group's device transport for CUDA (comm/device_engine.h). CUDA tensors move over
+// one NCCL communicator and one stream per device, made in the turn of the first collective
+// on that device, after an exchange over the group's host transport. The NCCL linked is the
+// one beside the libtorch lockstep was built against (cmake/nccl.cmake), so one copy is
+// loaded; device_transports() says so when the loaded one is not the one compiled against.
 //
 // Communicators are non-blocking, so that no NCCL call waits beyond the group's timeout:
 // a call that returns ncclInProgress is polled until it settles. Work queued on the device
@@ -10,8 +10,8 @@
 // and calls abort() before it ends the job.
 #include <nccl.h>
 
-#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -32,10 +32,6 @@
 namespace lockstep {
 namespace {
 
-// Tags of the host transport's exchanges for NCCL. Collectives' tags are fingerprints; the
-// Communicator's own exchanges use 0x80000000 and 0x40000000.
-constexpr uint32_t kFingerprintTag = 0x20000000u;
-constexpr uint32_t kConnectTag = 0x20000001u;
 
 ncclDataType_t nccl_type(const at::Tensor& tensor) {
   switch (tensor.scalar_type()) {
@@ -56,9 +52,9 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::Product: return ncclProd;
     case ReduceOp::Min: return ncclMin;
     case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Avg: break;  // the Communicator sends Sum and divides
+    case ReduceOp::Avg: return ncclAvg;  // floating dtypes only (NcclTransport::averages)
   }
-  throw Error("lockstep: the NCCL transport got " + to_string(op) + ", which travels as Sum");
+  throw Error("lockstep: NCCL cannot reduce with " + to_string(op));
 }
 
 std::string last_error(ncclComm_t comm) {
@@ -66,11 +62,15 @@ std::string last_error(ncclComm_t comm) {
   return text && *text ? std::string(" (") + text + ")" : "";
 }
 
-// What each rank tells the others before they make a communicator for a device.
+// What rank 0 tells the others once they know that every rank has a GPU of its own.
 struct Offer {
-  char gpu[16];     // the GPU's UUID: ranks with equal ones share a GPU
-  int32_t has_id;   // rank 0 could make the unique id
-  ncclUniqueId id;  // rank 0's
+  int32_t has_id;  // rank 0 could make the unique id
+  ncclUniqueId id;
+};
+
+// A GPU's UUID: ranks with equal ones share a GPU.
+struct Gpu {
+  char uuid[16];
 };
 
 std::string hex(const char* bytes, size_t n) {
@@ -83,10 +83,10 @@ std::string hex(const char* bytes, size_t n) {
   return text;
 }
 
-class NcclTransport : public Transport {
+class NcclTransport : public DeviceTransport {
  public:
-  NcclTransport(std::unique_ptr<Transport> host, Backend mode, std::chrono::milliseconds timeout)
-      : host_(std::move(host)), mode_(mode), timeout_(timeout) {}
+  NcclTransport(HostTransport& host, DeviceBackend mode, std::chrono::milliseconds timeout)
+      : host_(host), mode_(mode), timeout_(timeout) {}
 
   ~NcclTransport() override {
     for (auto& [index, device] : devices_) {
@@ -94,28 +94,25 @@ class NcclTransport : public Transport {
     }
   }
 
-  int rank() const override { return host_->rank(); }
-  int size() const override { return host_->size(); }
-  std::string name() const override { return host_->name() + "+nccl"; }
+  int rank() const override { return host_.rank(); }
+  int size() const override { return host_.size(); }
+  std::string name() const override { return "nccl"; }
 
-  void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) override {
-    if (!tensor.is_cuda()) return host_->all_reduce(tensor, op, tag);
+  void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t) override {
     DeviceComm& d = device_of(tensor);
     settle(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor), nccl_op(op),
                          d.comm, d.stream.stream()),
            d.comm, "ncclAllReduce");
   }
 
-  void broadcast(at::Tensor& tensor, int root, uint32_t tag) override {
-    if (!tensor.is_cuda()) return host_->broadcast(tensor, root, tag);
+  void broadcast(at::Tensor& tensor, int root, uint32_t) override {
     DeviceComm& d = device_of(tensor);
     settle(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor), root, d.comm,
                          d.stream.stream()),
            d.comm, "ncclBroadcast");
   }
 
-  void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override {
-    if (!tensor.is_cuda()) return host_->reduce(tensor, root, op, tag);
+  void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t) override {
     DeviceComm& d = device_of(tensor);
     // Only the root's receive buffer is written: other ranks' tensors stay as they were.
     settle(ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor), nccl_op(op), root,
@@ -123,49 +120,25 @@ class NcclTransport : public Transport {
            d.comm, "ncclReduce");
   }
 
-  void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override {
-    if (!input.is_cuda()) return host_->all_gather(input, output, tag);
+  void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t) override {
     DeviceComm& d = device_of(input);
     settle(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), nccl_type(input), d.comm,
                          d.stream.stream()),
            d.comm, "ncclAllGather");
   }
 
-  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) override {
-    if (!input.is_cuda()) return host_->reduce_scatter(input, output, op, tag);
+  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t) override {
     DeviceComm& d = device_of(input);
     settle(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), nccl_type(input), nccl_op(op),
                              d.comm, d.stream.stream()),
            d.comm, "ncclReduceScatter");
   }
 
-  void barrier(uint32_t tag) override { host_->barrier(tag); }
-  void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override {
-    host_->all_gather_bytes(input, output, bytes, tag);
-  }
-  at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t tag) override {
-    return host_->empty_shared(sizes, dtype, tag);
-  }
-
-  // NCCL trusts its callers: ranks that disagree on a CUDA call would hang or exchange
-  // garbage, so every such call is compared first, over the host transport.
-  bool checks_every_call(const Call& call) const override {
-    return call.device_type == at::kCUDA || host_->checks_every_call(call);
-  }
-  bool same_fingerprint_everywhere(uint64_t fingerprint) override {
-    std::vector<uint64_t> all(size());
-    host_->all_gather_bytes(&fingerprint, all.data(), sizeof(fingerprint), kFingerprintTag);
-    return std::all_of(all.begin(), all.end(), [&](uint64_t f) { return f == fingerprint; });
-  }
-  bool can_give_up() const override { return host_->can_give_up(); }
-  std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
-                                     std::chrono::steady_clock::duration elapsed,
-                                     std::chrono::milliseconds timeout) override {
-    return host_->explain_failure(call, failure, elapsed, timeout);
-  }
+  // ncclAvg multiplies each rank's values by 1/size before summing, in the tensor's dtype:
+  // it cannot overflow, but it rounds differently from the host transports' wider sums.
+  bool averages(at::ScalarType dtype) const override { return at::isFloatingType(dtype); }
 
   std::optional<c10::Stream> device_stream(at::Device device) override {
-    if (!device.is_cuda()) return std::nullopt;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto found = devices_.find(device.index());
@@ -217,20 +190,28 @@ class NcclTransport : public Transport {
     return *found->second;
   }
 
-  // Null where Auto stages this device's tensors instead: some ranks share a GPU.
+  // Null where Auto stages this device's tensors instead: some ranks share a GPU. GPUs are
+  // compared first, so that rank 0 makes a unique id (which starts NCCL's bootstrap
+  // thread, waiting for ranks that would never come) only for a communicator it will make.
   std::unique_ptr<DeviceComm> connect(at::Device device) {
-    Offer mine{};
-    std::memcpy(mine.gpu, at::cuda::getDeviceProperties(device.index())->uuid.bytes, sizeof(mine.gpu));
+    Gpu mine{};
+    std::memcpy(mine.uuid, at::cuda::getDeviceProperties(device.index())->uuid.bytes, sizeof(mine.uuid));
+    std::vector<Gpu> gpus(size());
+    host_.all_gather_bytes(&mine, gpus.data(), sizeof(Gpu), tag_of(ReservedTag::ConnectDevice));
+    const std::string shared = shared_gpu(gpus);
+    if (!shared.empty() && mode_ == DeviceBackend::Auto) {
+      say_once_that_groups_stage(shared);
+      return nullptr;
+    }
+    Offer offer{};
     ncclResult_t made = ncclSuccess;
     if (rank() == 0) {
-      made = ncclGetUniqueId(&mine.id);
-      mine.has_id = made == ncclSuccess;
+      made = ncclGetUniqueId(&offer.id);
+      offer.has_id = made == ncclSuccess;
     }
-    std::vector<Offer> all(size());
-    host_->all_gather_bytes(&mine, all.data(), sizeof(Offer), kConnectTag);
-    const std::string shared = shared_gpu(all);
-    if (!shared.empty() && mode_ == Backend::Auto) return nullptr;
-    if (!all[0].has_id) {
+    std::vector<Offer> offers(size());
+    host_.all_gather_bytes(&offer, offers.data(), sizeof(Offer), tag_of(ReservedTag::ConnectDevice) + 1);
+    if (!offers[0].has_id) {
       throw Error("lockstep: rank 0 could not make an NCCL unique id" +
                   (rank() == 0 ? std::string(": ") + ncclGetErrorString(made) + last_error(nullptr) : std::string()));
     }
@@ -238,23 +219,33 @@ class NcclTransport : public Transport {
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     try {
-      settle(ncclCommInitRankConfig(&comm, size(), all[0].id, rank(), &config), comm,
+      settle(ncclCommInitRankConfig(&comm, size(), offers[0].id, rank(), &config), comm,
              "making the NCCL communicator of " + device.str());
     } catch (const Error& e) {
       if (shared.empty()) throw;
-      throw Error(std::string(e.what()) + "\n" + shared + ": NCCL needs a GPU per rank. Give each rank its own "
-                  "device, or use the gloo backend, which stages CUDA tensors through host memory");
+      throw Error(std::string(e.what()) + "\n" + shared + ": NCCL needs a GPU per rank. Give each rank its own device, "
+                  "or use the device backend auto or staged, which stage CUDA tensors through host memory");
     }
     return std::make_unique<DeviceComm>(DeviceComm{comm, c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())});
   }
 
+  // More ranks than GPUs (-n 2 on one GPU) is a setup a user means: said once, not refused.
+  void say_once_that_groups_stage(const std::string& shared) const {
+    static std::once_flag once;
+    if (rank() != 0) return;
+    std::call_once(once, [&] {
+      std::fprintf(stderr, "lockstep: %s; NCCL needs a GPU per rank, so groups where ranks share a GPU stage CUDA "
+                   "tensors through host memory\n", shared.c_str());
+    });
+  }
+
   // "ranks 0 and 1 share GPU <uuid>", or "" when every rank has its own.
-  static std::string shared_gpu(const std::vector<Offer>& all) {
+  static std::string shared_gpu(const std::vector<Gpu>& all) {
     for (size_t a = 0; a < all.size(); ++a) {
       for (size_t b = a + 1; b < all.size(); ++b) {
-        if (std::memcmp(all[a].gpu, all[b].gpu, sizeof(all[a].gpu)) == 0) {
+        if (std::memcmp(all[a].uuid, all[b].uuid, sizeof(all[a].uuid)) == 0) {
           return "ranks " + std::to_string(a) + " and " + std::to_string(b) + " share GPU " +
-                 hex(all[a].gpu, sizeof(all[a].gpu));
+                 hex(all[a].uuid, sizeof(all[a].uuid));
         }
       }
     }
@@ -307,22 +298,44 @@ class NcclTransport : public Transport {
     }
   }
 
-  const std::unique_ptr<Transport> host_;
-  const Backend mode_;  // Nccl, or Auto: NCCL only where every rank has a GPU of its own
+  HostTransport& host_;  // the group's; outlives this
+  const DeviceBackend mode_;  // Nccl, or Auto: NCCL only where every rank has a GPU of its own
   const std::chrono::milliseconds timeout_;
   std::mutex mutex_;  // guards devices_: the watchdog asks for errors from its own thread
   std::map<int, std::unique_ptr<DeviceComm>> devices_;  // by device index; null: staged
 };
 
+// The NCCL loaded at run time should be the one compiled against (cmake/nccl.cmake finds
+// the one beside libtorch); a different one means a second copy may be in the process.
+void say_if_another_nccl_is_loaded() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int loaded = 0;
+    if (ncclGetVersion(&loaded) != ncclSuccess) return;
+    const auto major_minor = [](int code) {
+      // Codes are major*10000 + minor*100 + patch since 2.9, major*1000 + minor*100 + patch before.
+      return code >= 10000 ? std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100)
+                           : std::to_string(code / 1000) + "." + std::to_string(code / 100 % 10);
+    };
+    if (major_minor(loaded) != major_minor(NCCL_VERSION_CODE)) {
+      std::fprintf(stderr, "lockstep: NCCL %s is loaded, but lockstep was compiled against NCCL %s; rebuild lockstep "
+                   "against the NCCL beside libtorch (docs/GPU.md)\n",
+                   major_minor(loaded).c_str(), major_minor(NCCL_VERSION_CODE).c_str());
+    }
+  });
+}
+
 }  // namespace
 
 bool built_with_nccl() { return true; }
 
-std::unique_ptr<Transport> with_device_engine(std::unique_ptr<Transport> host, const WorldSpec& spec) {
-  const bool wanted = spec.cuda_backend == Backend::Nccl ||
-                      (spec.cuda_backend == Backend::Auto && c10::cuda::device_count() > 0);
-  if (!wanted) return host;
-  return std::make_unique<NcclTransport>(std::move(host), spec.cuda_backend, spec.timeout);
+DeviceTransports device_transports(HostTransport& host, DeviceBackend backend, std::chrono::milliseconds timeout) {
+  const bool wanted = backend == DeviceBackend::Nccl || (backend == DeviceBackend::Auto && c10::cuda::device_count() > 0);
+  DeviceTransports transports;
+  if (!wanted) return transports;
+  say_if_another_nccl_is_loaded();
+  transports.emplace(at::kCUDA, std::make_unique<NcclTransport>(host, backend, timeout));
+  return transports;
 }
 
 }  // namespace lockstep

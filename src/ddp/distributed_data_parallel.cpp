@@ -23,6 +23,34 @@ double gradient_scale(const DDPOptions& options) {
 
 constexpr double kBytesPerMegabyte = 1024.0 * 1024.0;
 
+// libtorch runs every CUDA backward node of a process on one thread per device, and the
+// callback that waits for the buckets can run there: replicas of run_replicas training on
+// one GPU would wait for each other until the timeout. Refused on every replica, before any
+// work, when the replicas' models share a GPU (processes may share one: each has its own
+// backward threads).
+void refuse_replicas_sharing_a_gpu(torch::nn::Module& module, const ProcessGroup& group) {
+  if (!detail::current_replica()) return;
+  int64_t mine = -1;
+  for (const auto& p : module.parameters()) {
+    if (p.is_cuda()) {
+      mine = p.device().index();
+      break;
+    }
+  }
+  if (mine < 0) return;  // every replica's model is on the CPU, or the calls differ and say so
+  const std::vector<at::Tensor> gpus = all_gather(at::full({1}, mine, at::kLong), group);
+  for (size_t a = 0; a < gpus.size(); ++a) {
+    for (size_t b = a + 1; b < gpus.size(); ++b) {
+      if (gpus[a].item<int64_t>() != gpus[b].item<int64_t>()) continue;
+      throw ConfigError("lockstep::DistributedDataParallel: replicas " + std::to_string(a) + " and " + std::to_string(b) +
+                        " of run_replicas both train on cuda:" + std::to_string(gpus[a].item<int64_t>()) +
+                        ", where their backward passes would wait for each other (libtorch runs a process's CUDA "
+                        "backward on one thread per device); give each replica a GPU of its own, or run the workers as "
+                        "processes (lockstep run), which may share one");
+    }
+  }
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(const torch::jit::Module& module, DDPOptions options)
@@ -34,6 +62,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   if (!is_initialized()) throw Error("lockstep::DistributedDataParallel: call lockstep::init() first");
   // A handle that stays this group after a later init() (the default one would follow it).
   options_.group(ProcessGroup(options_.group().state().shared_from_this()));
+  refuse_replicas_sharing_a_gpu(*module_, options_.group());
   // Also fails on every rank if the models differ.
   synchronize(*module_, options_.root(), options_.group());
   const double scale = gradient_scale(options_);

@@ -150,21 +150,27 @@ void agree_with_root(const std::string& what, const std::vector<Entry>& entries,
 
 // ---- moving tensors ----
 
-// Root's values land in every rank's tensors, in one broadcast per dtype. The collectives take
-// contiguous CPU tensors of a few dtypes; other tensors travel as a contiguous CPU copy (as
-// raw bytes when their dtype cannot travel) that is copied back.
-void broadcast_into(const std::vector<at::Tensor>& tensors, int root,
-                    const ProcessGroup& group) {
-  std::vector<at::Tensor> staged, wire;
+// Root's values land in every rank's tensors where they are (a GPU's over the group's device
+// transport), in one broadcast per device and dtype. Non-contiguous tensors travel as a
+// contiguous copy, and tensors of a dtype the collectives do not carry as raw bytes.
+void broadcast_into(const std::vector<at::Tensor>& tensors, int root, const ProcessGroup& group) {
+  std::vector<at::Device> devices;  // in the order they first appear, the same on every rank
   for (const auto& t : tensors) {
-    staged.push_back(t.device().is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous());
-    wire.push_back(is_supported_dtype(t.scalar_type()) ? staged.back()
-                                                  : staged.back().view(-1).view(at::kByte));
+    if (std::find(devices.begin(), devices.end(), t.device()) == devices.end()) devices.push_back(t.device());
   }
-  broadcast(wire, root, group);
-  if (group.rank() == root) return;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!staged[i].is_same(tensors[i])) tensors[i].copy_(staged[i]);
+  for (const at::Device& device : devices) {
+    std::vector<at::Tensor> on_device, staged, wire;
+    for (const auto& t : tensors) {
+      if (t.device() != device) continue;
+      on_device.push_back(t);
+      staged.push_back(t.contiguous());
+      wire.push_back(is_supported_dtype(t.scalar_type()) ? staged.back() : staged.back().view(-1).view(at::kByte));
+    }
+    broadcast(wire, root, group);
+    if (group.rank() == root) continue;
+    for (size_t i = 0; i < on_device.size(); ++i) {
+      if (!staged[i].is_same(on_device[i])) on_device[i].copy_(staged[i]);
+    }
   }
 }
 

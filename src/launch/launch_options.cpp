@@ -16,7 +16,15 @@ void validate(const LaunchOptions& options) {
                       std::to_string(options.nnodes) + " (got " + std::to_string(options.node_rank) + ")");
   }
   if (options.backend != "" && options.backend != "gloo" && options.backend != "mpi" && options.backend != "nccl") {
-    throw ConfigError("--backend must be gloo, mpi or nccl (got '" + options.backend + "')");
+    throw ConfigError("--backend must be gloo or mpi, or nccl for --device-backend nccl (got '" + options.backend + "')");
+  }
+  if (options.device_backend != "" && options.device_backend != "auto" && options.device_backend != "staged" &&
+      options.device_backend != "nccl") {
+    throw ConfigError("--device-backend must be auto, staged or nccl (got '" + options.device_backend + "')");
+  }
+  if (options.backend == "nccl" && !options.device_backend.empty() && options.device_backend != "nccl") {
+    throw ConfigError("--backend nccl means --device-backend nccl, which conflicts with --device-backend " +
+                      options.device_backend + "; leave out --backend nccl");
   }
   if (options.heartbeat_timeout <= std::chrono::milliseconds(0)) {
     throw ConfigError("--heartbeat-timeout must be positive");

@@ -20,7 +20,8 @@ struct LaunchOptions {
   /// Store port; unset (single node only) lets the store pick a free one.
   std::optional<int> master_port;
   /// "gloo" or "mpi"; empty leaves the choice to the workers. "mpi" hands the job to mpirun.
-  std::string backend;
+  std::string backend;         // the host backend: "", gloo, mpi (nccl: device_backend nccl)
+  std::string device_backend;  // who moves CUDA tensors: "", auto, staged, nccl
   /// How long stopped workers get between SIGTERM (or a forwarded signal) and SIGKILL.
   std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
   /// Times the workers are all started afresh after one fails (one budget for the job).

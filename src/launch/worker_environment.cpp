@@ -44,8 +44,11 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       // Always set, so that one inherited from an outer launch cannot claim a terminal.
       {"LOCKSTEP_TERMINAL", stdout_is_terminal ? "1" : "0"},
   };
-  if (!options.backend.empty()) {
-    assigned.emplace_back("LOCKSTEP_BACKEND", options.backend);
+  // --backend nccl, from before the device backend, is --device-backend nccl.
+  const bool nccl = options.backend == "nccl";
+  if (!options.backend.empty() && !nccl) assigned.emplace_back("LOCKSTEP_BACKEND", options.backend);
+  if (!options.device_backend.empty() || nccl) {
+    assigned.emplace_back("LOCKSTEP_DEVICE_BACKEND", nccl ? "nccl" : options.device_backend);
   }
 
   std::vector<std::string> environment;

@@ -65,10 +65,10 @@ std::string save_collectively(const CheckpointFolder& folder, const TrainedState
   // Rows of one length on every rank, should ranks train on different kinds of device.
   torch::Tensor row = generator_states(state.device);
   torch::Tensor longest = torch::tensor({row.numel()});
-  lockstep::all_reduce(longest, ReduceOp::Max);
+  lockstep::all_reduce(longest, ReduceOp::Max, state.group);
   row = torch::constant_pad_nd(row, {0, longest.item<int64_t>() - row.numel()});
-  const auto rng_states = torch::stack(lockstep::all_gather(row));
-  if (lockstep::rank() != 0) return "";
+  const auto rng_states = torch::stack(lockstep::all_gather(row, state.group));
+  if (state.group.rank() != 0) return "";
   return folder.save(state.model, state.optimizer,
                      CheckpointState{position, model_name, rng_states, state.ddp.bucket_order()});
 }
@@ -79,7 +79,7 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
   auto header = torch::zeros({8}, torch::kInt64);
   auto message = torch::zeros({kMessageBytes}, torch::kUInt8);
   CheckpointState loaded;
-  if (lockstep::rank() == 0) {
+  if (state.group.rank() == 0) {
     const std::string path = folder.latest();
     if (!path.empty()) {
       try {
@@ -97,28 +97,28 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
     }
   }
   std::vector<torch::Tensor> both = {header, message};
-  lockstep::broadcast(both);
+  lockstep::broadcast(both, 0, state.group);
   header = both[0];
   message = both[1];
   const auto* h = header.data_ptr<int64_t>();
   if (h[0] == 0) return std::nullopt;
   if (h[0] == 2) {
     const std::string text(static_cast<const char*>(message.data_ptr()));
-    throw DataError(lockstep::rank() == 0 ? text : "rank 0 could not resume: " + text);
+    throw DataError(state.group.rank() == 0 ? text : "rank 0 could not resume: " + text);
   }
-  lockstep::synchronize(state.model);
-  lockstep::synchronize(state.optimizer);
+  lockstep::synchronize(state.model, 0, state.group);
+  lockstep::synchronize(state.optimizer, 0, state.group);
   if (h[7] > 0) {
-    torch::Tensor order = lockstep::rank() == 0 ? torch::tensor(loaded.bucket_order, torch::kInt64) : torch::zeros({h[7]}, torch::kInt64);
-    lockstep::broadcast(order);
+    torch::Tensor order = state.group.rank() == 0 ? torch::tensor(loaded.bucket_order, torch::kInt64) : torch::zeros({h[7]}, torch::kInt64);
+    lockstep::broadcast(order, 0, state.group);
     state.ddp.load_bucket_order(as_vector(order));
   }
   const TrainingPosition position{h[1], h[2], h[3], h[4]};
-  if (h[5] > 0 && position.world_size == lockstep::world_size()) {
+  if (h[5] > 0 && position.world_size == state.group.size()) {
     // The same world: each rank continues with its own random streams, for a bit-exact resume.
-    auto rows = lockstep::rank() == 0 ? loaded.rng_states.contiguous() : torch::zeros({h[5], h[6]}, torch::kUInt8);
-    lockstep::broadcast(rows);
-    set_generator_states(state.device, rows[lockstep::rank()]);
+    auto rows = state.group.rank() == 0 ? loaded.rng_states.contiguous() : torch::zeros({h[5], h[6]}, torch::kUInt8);
+    lockstep::broadcast(rows, 0, state.group);
+    set_generator_states(state.device, rows[state.group.rank()]);
   }
   return position;
 }

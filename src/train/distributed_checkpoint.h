@@ -21,6 +21,7 @@ struct TrainedState {
   torch::optim::Optimizer& optimizer;
   DistributedDataParallel& ddp;
   torch::Device device;
+  ProcessGroup group;  // the ranks that train together: DDP's
 };
 
 // Gathers every rank's random generator states, then rank 0 saves. Returns the path on rank 0.

@@ -27,10 +27,11 @@ void MetricSums::add(const torch::Tensor& output, const torch::Tensor& target, c
   sums_ += torch::stack({loss.detach().to(torch::kFloat64) * n, hits(1), hits(5)});
 }
 
-std::vector<std::pair<std::string, double>> MetricSums::reduce_across_ranks(double& global_samples) const {
+std::vector<std::pair<std::string, double>> MetricSums::reduce_across_ranks(const ProcessGroup& group,
+                                                                            double& global_samples) const {
   auto sums = torch::cat({sums_.defined() ? sums_.cpu() : torch::zeros({3}, torch::kFloat64),
                           torch::tensor({samples_}, torch::kFloat64)});
-  lockstep::all_reduce(sums);
+  lockstep::all_reduce(sums, ReduceOp::Sum, group);
   const auto* s = sums.data_ptr<double>();
   global_samples = s[3];
   const double n = std::max(s[3], 1.0);

@@ -6,6 +6,8 @@
 
 #include <torch/types.h>
 
+#include "lockstep/comm/process_group.h"
+
 namespace lockstep::train {
 
 // A rank's running sums for one log interval: cheap to add to every step, reduced across
@@ -15,9 +17,10 @@ class MetricSums {
  public:
   void add(const torch::Tensor& output, const torch::Tensor& target, const torch::Tensor& loss);
   bool empty() const { return samples_ == 0; }
-  // Sums over all ranks, as (name, value) pairs: loss, and top1/top5 for classifiers.
-  // Collective: every rank must call it at the same point.
-  std::vector<std::pair<std::string, double>> reduce_across_ranks(double& global_samples) const;
+  // Sums over the ranks of `group`, as (name, value) pairs: loss, and top1/top5 for
+  // classifiers. Collective: every rank of the group must call it at the same point.
+  std::vector<std::pair<std::string, double>> reduce_across_ranks(const ProcessGroup& group,
+                                                                  double& global_samples) const;
   void clear() { *this = MetricSums(); }
 
  private:

@@ -91,7 +91,7 @@ struct Trainer::State {
   }
 
   void emit(const Record& r) {
-    if (lockstep::rank() == 0) {
+    if (options.ddp().group().rank() == 0) {
       for (auto& sink : sinks) sink->write(r);
     }
     for (auto& callback : callbacks) callback(r);
@@ -102,7 +102,7 @@ struct Trainer::State {
   void log_interval() {
     double samples = 0;
     Record r = record("train");
-    r.values = interval.reduce_across_ranks(samples);
+    r.values = interval.reduce_across_ranks(options.ddp().group(), samples);
     const double seconds = std::chrono::duration<double>(Clock::now() - interval_started).count();
     r.values.emplace_back("samples_per_second", seconds > 0 ? samples / seconds : 0);
     r.values.emplace_back("lr", last_lr);
@@ -112,12 +112,12 @@ struct Trainer::State {
   }
 
   void flush() {
-    if (lockstep::rank() != 0) return;
+    if (options.ddp().group().rank() != 0) return;
     for (auto& sink : sinks) sink->flush();
   }
 
   double scheduled_lr() const {
-    const double base = options.lr() * (options.scale_lr_by_world_size() ? lockstep::world_size() : 1);
+    const double base = options.lr() * (options.scale_lr_by_world_size() ? options.ddp().group().size() : 1);
     return learning_rate(options.schedule(), base, step, total_steps, steps_per_epoch);
   }
 };
@@ -201,7 +201,7 @@ Record Trainer::evaluate(data::PrefetchLoader& loader) {
   module.train(was_training);
   double samples = 0;
   Record r = s.record("val");
-  r.values = sums.reduce_across_ranks(samples);
+  r.values = sums.reduce_across_ranks(s.options.ddp().group(), samples);
   r.values.emplace_back("samples", samples);
   return r;
 }
@@ -213,9 +213,10 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
   s.total_steps = o.epochs() * s.steps_per_epoch;
   const bool writes = !o.out_dir().empty();
   const CheckpointFolder folder((std::filesystem::path(o.out_dir()) / "checkpoints").string(), o.keep_checkpoints());
-  const TrainedState trained{module(), optimizer(), *s.ddp, s.device};
+  const ProcessGroup& group = o.ddp().group();
+  const TrainedState trained{module(), optimizer(), *s.ddp, s.device, group};
   auto save = [&](int64_t epoch, int64_t batch) {
-    if (writes) save_collectively(folder, trained, {epoch, batch, s.step, lockstep::world_size()}, o.model_name());
+    if (writes) save_collectively(folder, trained, {epoch, batch, s.step, group.size()}, o.model_name());
   };
 
   TrainingPosition start;
@@ -223,11 +224,11 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     if (const auto resumed = resume_collectively(folder, trained)) {
       start = *resumed;
       // On another world size the batches of an epoch differ: restart the epoch in progress.
-      if (start.world_size != lockstep::world_size()) start.batch = 0;
+      if (start.world_size != group.size()) start.batch = 0;
     }
   }
   // Only now, so that a checkpoint that cannot be resumed leaves the run folder as it was.
-  if (writes && lockstep::rank() == 0 && !s.file_sinks_added) {
+  if (writes && group.rank() == 0 && !s.file_sinks_added) {
     const std::filesystem::path out(o.out_dir());
     std::filesystem::create_directories(out);
     s.sinks.push_back(json_lines_sink((out / "metrics.jsonl").string()));
@@ -253,12 +254,12 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
       ++batch_in_epoch;
       s.interval.add(out.output, batch.labels, out.loss);
       if (s.step % o.log_every() == 0) s.log_interval();
-      const SignalRequests::Asked asked = signals ? signals->agree(o.ddp().group()) : SignalRequests::Asked();
+      const SignalRequests::Asked asked = signals ? signals->agree(group) : SignalRequests::Asked();
       const bool stop = asked.stop || (o.stop_after_step() > 0 && s.step >= o.stop_after_step());
       if (stop || asked.checkpoint || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) {
         save(s.epoch, batch_in_epoch);
       }
-      if (asked.checkpoint && !stop && writes && lockstep::rank() == 0) {
+      if (asked.checkpoint && !stop && writes && group.rank() == 0) {
         std::cerr << "lockstep: wrote the checkpoint of step " << s.step << " that SIGUSR1 asked for; training goes on"
                   << std::endl;
       }

@@ -118,38 +118,74 @@ TEST(Environment, ErrorsNameTheVariableToFix) {
                 .find("the mpi backend finds its ranks through mpirun"),
             std::string::npos);
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_DEBUG", "maybe"}}),
-            "lockstep: LOCKSTEP_DEBUG='maybe' must be 1 or 0");
+            "lockstep: LOCKSTEP_DEBUG='maybe' must be detail (or 1) or off (or 0)");
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_INIT_METHOD", "carrier-pigeon"}}),
             "lockstep: LOCKSTEP_INIT_METHOD='carrier-pigeon' must be tcp, file, mpi or auto");
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_BACKEND", "ucc"}}),
-            "lockstep: LOCKSTEP_BACKEND='ucc' must be gloo, mpi, nccl or auto");
+            "lockstep: LOCKSTEP_BACKEND='ucc' must be auto, gloo or mpi (or nccl, which means "
+            "LOCKSTEP_DEVICE_BACKEND=nccl)");
 }
 
-// NCCL moves CUDA tensors only: the host engine is Auto's, and the choice is remembered for
-// CUDA tensors and for lockstep::backend().
-TEST(Environment, TheNcclBackendKeepsAutosEngineForCpuTensors) {
+// The backend nccl, which came before the device backend, keeps working: it means Auto's
+// host engine and the device backend nccl.
+TEST(Environment, TheBackendNcclMeansTheDeviceBackendNccl) {
   if (!built_with_nccl()) GTEST_SKIP() << "this build has no NCCL; the next test covers it";
   for (const auto& env : {std::map<std::string, std::string>{{"LOCKSTEP_BACKEND", "nccl"}},
+                          std::map<std::string, std::string>{{"LOCKSTEP_DEVICE_BACKEND", "nccl"}},
                           std::map<std::string, std::string>{}}) {
     const auto spec = discover_world(env.empty() ? InitOptions().backend(Backend::Nccl) : InitOptions(), env_of(env));
     EXPECT_EQ(spec.backend, Backend::Gloo);
-    EXPECT_EQ(spec.cuda_backend, Backend::Nccl);
-    EXPECT_EQ(spec.chosen_backend(), Backend::Nccl);
+    EXPECT_EQ(spec.device_backend, DeviceBackend::Nccl);
   }
   const auto mpirun = discover_world(InitOptions().backend(Backend::Nccl),
                                      env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}));
   EXPECT_EQ(mpirun.backend, Backend::Mpi);
+  EXPECT_EQ(mpirun.device_backend, DeviceBackend::Nccl);
   EXPECT_EQ(mpirun.method, InitMethod::Mpi);
 }
 
-TEST(Environment, TheNcclBackendWithoutNcclSaysWhy) {
+TEST(Environment, TheDeviceBackendNcclWithoutNcclSaysWhy) {
   if (built_with_nccl()) GTEST_SKIP() << "this build has NCCL; the previous test covers it";
   const std::string why = built_with_cuda() ? "found no NCCL beside its libtorch" : "was built against a libtorch without CUDA";
-  const std::string expected = "lockstep: the nccl backend needs lockstep built against a libtorch with CUDA and NCCL "
-                               "(docs/GPU.md), but this one " + why +
-                               "; the gloo backend moves CUDA tensors through host memory";
+  const std::string expected = "lockstep: the device backend nccl needs lockstep built against a libtorch with CUDA and "
+                               "NCCL (docs/GPU.md), but this one " + why +
+                               "; the device backend staged moves CUDA tensors through host memory";
   EXPECT_EQ(error_of(InitOptions().backend(Backend::Nccl), {}), expected);
+  EXPECT_EQ(error_of(InitOptions().device_backend(DeviceBackend::Nccl), {}), expected);
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_BACKEND", "nccl"}}), expected);
+  EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_DEVICE_BACKEND", "nccl"}}), expected);
+}
+
+// Each setting has one meaning: choosing the host engine leaves the device backend alone.
+TEST(Environment, TheHostAndDeviceBackendsAreSettledApart) {
+  for (const Backend host : {Backend::Gloo, Backend::Auto}) {
+    const auto spec = discover_world(InitOptions().backend(host), env_of({}));
+    EXPECT_EQ(spec.backend, Backend::Gloo);
+    EXPECT_EQ(spec.device_backend, DeviceBackend::Auto);
+  }
+  const auto staged = discover_world(InitOptions(), env_of({{"LOCKSTEP_BACKEND", "gloo"}, {"LOCKSTEP_DEVICE_BACKEND", "staged"}}));
+  EXPECT_EQ(staged.backend, Backend::Gloo);
+  EXPECT_EQ(staged.device_backend, DeviceBackend::Staged);
+  // Options win over the environment, as everywhere.
+  EXPECT_EQ(discover_world(InitOptions().device_backend(DeviceBackend::Staged), env_of({{"LOCKSTEP_DEVICE_BACKEND", "nccl"}}))
+                .device_backend,
+            DeviceBackend::Staged);
+  EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_DEVICE_BACKEND", "host"}}),
+            "lockstep: LOCKSTEP_DEVICE_BACKEND='host' must be auto, staged or nccl");
+  EXPECT_EQ(error_of(InitOptions().backend(Backend::Nccl).device_backend(DeviceBackend::Staged), {}),
+            "lockstep: the backend nccl (which means the device backend nccl) conflicts with the device backend staged; "
+            "choose one");
+}
+
+// LOCKSTEP_DEBUG=detail, as TORCH_DISTRIBUTED_DEBUG=DETAIL, compares every call; 1 is kept.
+TEST(Environment, DebugDetailComparesEveryCall) {
+  for (const std::string on : {"detail", "DETAIL", "1"}) {
+    EXPECT_TRUE(discover_world(InitOptions(), env_of({{"LOCKSTEP_DEBUG", on}})).debug) << on;
+  }
+  for (const std::string off : {"off", "0", ""}) {
+    EXPECT_FALSE(discover_world(InitOptions(), env_of({{"LOCKSTEP_DEBUG", off}})).debug) << off;
+  }
+  EXPECT_FALSE(discover_world(InitOptions(), env_of({})).debug);
 }
 
 // Refused before meeting anyone: the rank waiting for a second one would take the timeout.
@@ -167,12 +203,6 @@ TEST(Environment, ADeviceInACpuBuildIsRefusedBeforeTheRendezvous) {
                      "libtorch without CUDA (docs/GPU.md)");
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   EXPECT_FALSE(is_initialized());
-}
-
-TEST(Environment, AnExplicitBackendStagesCudaTensorsThroughIt) {
-  EXPECT_EQ(discover_world(InitOptions(), env_of({})).cuda_backend, Backend::Auto);
-  EXPECT_EQ(discover_world(InitOptions().backend(Backend::Gloo), env_of({})).cuda_backend, Backend::Gloo);
-  EXPECT_EQ(discover_world(InitOptions(), env_of({{"LOCKSTEP_BACKEND", "gloo"}})).chosen_backend(), Backend::Gloo);
 }
 
 }  // namespace

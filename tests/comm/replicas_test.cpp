@@ -283,7 +283,7 @@ TEST(Replicas, BadArgumentsAreRefused) {
             "lockstep::run_replicas: n must be at least 1, got 0");
   EXPECT_EQ(message_of([] { init(InitOptions().backend(Backend::Threads)); }),
             "lockstep::init: Backend::Threads is the backend of lockstep::run_replicas, which makes its "
-            "own group; init() takes Backend::Gloo, Mpi, Nccl or Auto");
+            "own group; init() takes Backend::Gloo, Mpi or Auto");
 }
 
 }  // namespace

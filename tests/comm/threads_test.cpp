@@ -32,8 +32,7 @@ auto on_threads(int n, Body body, milliseconds timeout = milliseconds(5000), boo
       context->setTimeout(timeout);
       auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
       gloo_compat::connect_full_mesh(*context, store, device);
-      Communicator comm(std::make_unique<GlooTransport>(context, store, timeout), Backend::Gloo,
-                        timeout, debug);
+      Communicator comm(GroupTransports{std::make_unique<GlooTransport>(context, store, timeout), {}}, timeout, debug);
       return body(comm);
     }));
   }

@@ -1,5 +1,5 @@
 // A rank of the GPU tests that need real processes: NCCL makes one communicator per process.
-// It joins the world its environment describes (nccl_test.cpp sets LOCKSTEP_BACKEND=nccl
+// It joins the world its environment describes (nccl_test.cpp sets LOCKSTEP_DEVICE_BACKEND=nccl
 // and a NCCL_HOSTID per rank), runs the scenario its first argument names on cuda:0, prints
 // what went wrong, and exits non-zero when anything did.
 #include <link.h>
@@ -108,13 +108,16 @@ int cpu_and_cuda() {
   return report("no MismatchError");
 }
 
-// DDP on two replicas of this process sharing the GPU (staged through host memory).
-int replicas_ddp() {
-  int failed = 0;
-  lockstep::run_replicas(2, [&](lockstep::ProcessGroup) {
-    if (run_ddp_scenario("equivalence", "", "cuda:0") != 0) ++failed;
-  });
-  return failed;
+// DDP on two replicas of this process sharing the GPU: refused on both, before any work
+// (their backward passes would wait for each other).
+int replicas_sharing_a_gpu() {
+  try {
+    lockstep::run_replicas(2, [&](lockstep::ProcessGroup) { run_ddp_scenario("equivalence", "", "cuda:0"); });
+  } catch (const lockstep::ConfigError& e) {
+    std::cout << "refused: " << e.what() << std::endl;
+    return 0;
+  }
+  return report("two replicas on one GPU were not refused");
 }
 
 }  // namespace
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
   at::globalContext().setAllowTF32CuDNN(false);
   at::globalContext().setDeterministicCuDNN(true);
   at::globalContext().setBenchmarkCuDNN(false);
-  if (scenario == "replicas-ddp") return replicas_ddp();
+  if (scenario == "replicas-sharing-a-gpu") return replicas_sharing_a_gpu();
   lockstep::init();
   int code = 2;
   if (scenario == "collectives") code = collectives();

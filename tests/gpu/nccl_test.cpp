@@ -1,7 +1,7 @@
 // The nccl backend, with real processes (gpu_worker) sharing one GPU: NCCL refuses two ranks
 // on one device unless they claim different hosts, so each rank gets its own NCCL_HOSTID.
 // That is a test-only arrangement (docs/GPU.md); NCCL then moves the bytes over loopback
-// sockets. Also DDP on CUDA, on NCCL and on replicas sharing the GPU. Labelled gpu; skipped,
+// sockets. Also DDP on CUDA, on NCCL and on processes sharing the GPU. Labelled gpu; skipped,
 // with the reason, where no GPU is visible.
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ std::function<Env(int)> nccl_world(int n, Env extra = {}) {
   const auto world = tcp_world(n, std::move(extra));
   return [world](int rank) {
     Env env = world(rank);
-    env["LOCKSTEP_BACKEND"] = "nccl";
+    env["LOCKSTEP_DEVICE_BACKEND"] = "nccl";
     env["NCCL_HOSTID"] = "lockstep-test-rank-" + std::to_string(rank);
     env["NCCL_SOCKET_IFNAME"] = "lo";
     env["NCCL_IB_DISABLE"] = "1";
@@ -72,14 +72,19 @@ TEST(NcclFailures, ARankKilledInACollectiveEndsTheJobWithinTheTimeoutNamingIt) {
   EXPECT_LT(seconds, 60) << "connecting, one collective and a 10 s timeout; " << ranks[0].output;
 }
 
+// With LOCKSTEP_DEBUG=detail, compared before anything moves; without, no exchange per call,
+// and the failure (here: each rank's host exchange timing out) names both calls.
 TEST(NcclFailures, CpuOnOneRankAndCudaOnAnotherFailsOnEveryRankNamingBoth) {
   SKIP_WITHOUT_A_GPU();
-  const auto ranks = run_workers(2, "cpu-and-cuda", {{"LOCKSTEP_TIMEOUT", "5"}}, std::chrono::seconds(120));
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
-    EXPECT_TRUE(contains(ranks[r].output, "MismatchError")) << ranks[r].output;
-    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4], Sum)")) << ranks[r].output;
-    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4] on cuda, Sum)")) << ranks[r].output;
+  for (const std::string debug : {"detail", "off"}) {
+    const auto ranks =
+        run_workers(2, "cpu-and-cuda", {{"LOCKSTEP_TIMEOUT", "5"}, {"LOCKSTEP_DEBUG", debug}}, std::chrono::seconds(120));
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(ranks[r].exit_code, 0) << debug << ": " << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output, "MismatchError")) << debug << ": " << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4], Sum)")) << debug << ": " << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4] on cuda, Sum)")) << debug << ": " << ranks[r].output;
+    }
   }
 }
 
@@ -88,12 +93,25 @@ TEST(NcclDdp, TwoRanksEqualOneProcessOnTheCombinedBatch) {
   expect_all_ok(run_workers(2, "ddp", {}, std::chrono::seconds(400)), "ddp");
 }
 
-TEST(StagedDdp, TwoReplicasSharingTheGpuEqualOneProcessOnTheCombinedBatch) {
+// Two processes sharing the GPU stage through the host transport: by choice, and under the
+// device backend auto, which says so once.
+TEST(StagedDdp, TwoProcessesSharingTheGpuEqualOneProcessOnTheCombinedBatch) {
   SKIP_WITHOUT_A_GPU();
-  const auto finished = run_process({GPU_WORKER, "replicas-ddp"}, {}, std::chrono::seconds(400));
+  for (const std::string device_backend : {"staged", "auto"}) {
+    const auto ranks = run_processes(2, {GPU_WORKER, "ddp"}, tcp_world(2, {{"LOCKSTEP_DEVICE_BACKEND", device_backend}}),
+                                     std::chrono::seconds(400));
+    expect_all_ok(ranks, "ddp");
+    EXPECT_EQ(contains(ranks[0].output, "share GPU"), device_backend == "auto") << ranks[0].output;
+  }
+}
+
+TEST(StagedDdp, ReplicasSharingTheGpuAreRefusedBeforeAnyWork) {
+  SKIP_WITHOUT_A_GPU();
+  const auto started = std::chrono::steady_clock::now();
+  const auto finished = run_process({GPU_WORKER, "replicas-sharing-a-gpu"}, {}, std::chrono::seconds(120));
   EXPECT_EQ(finished.exit_code, 0) << finished.output;
-  EXPECT_TRUE(contains(finished.output, "rank 0: equivalence ok")) << finished.output;
-  EXPECT_TRUE(contains(finished.output, "rank 1: equivalence ok")) << finished.output;
+  EXPECT_TRUE(contains(finished.output, "replicas 0 and 1 of run_replicas both train on cuda:0")) << finished.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "refused, not timed out";
 }
 
 }  // namespace

@@ -62,6 +62,23 @@ TEST(WorkerEnvironment, ReplacesInheritedValuesThatWouldContradictThePlace) {
   EXPECT_TRUE(has(environment, "RANKING=kept"));
 }
 
+// Each flag sets one variable; --backend nccl, from before the device backend, keeps working
+// and means the device backend nccl, leaving the host backend to the workers.
+TEST(WorkerEnvironment, TheHostAndDeviceBackendsEachSetTheirVariable) {
+  LaunchOptions options = two_nodes_of_four();
+  options.backend = "gloo";
+  options.device_backend = "staged";
+  const auto both = worker_environment({}, options, WorkerPlace{0, 0}, 29500);
+  EXPECT_TRUE(has(both, "LOCKSTEP_BACKEND=gloo"));
+  EXPECT_TRUE(has(both, "LOCKSTEP_DEVICE_BACKEND=staged"));
+  options.backend = "nccl";
+  options.device_backend = "";
+  const auto nccl = worker_environment({"LOCKSTEP_DEVICE_BACKEND=staged"}, options, WorkerPlace{0, 0}, 29500);
+  EXPECT_FALSE(names(nccl, "LOCKSTEP_BACKEND"));
+  EXPECT_TRUE(has(nccl, "LOCKSTEP_DEVICE_BACKEND=nccl"));
+  EXPECT_FALSE(has(nccl, "LOCKSTEP_DEVICE_BACKEND=staged"));
+}
+
 TEST(WorkerEnvironment, SingleNodeDefaultsToLoopback) {
   LaunchOptions options;
   options.nproc_per_node = 2;

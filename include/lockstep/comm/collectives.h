@@ -10,10 +10,14 @@
 
 // Collectives on a process group: the default group made by init() unless one is passed
 // (roots are ranks in that group). Tensors must be contiguous tensors of float32, float64,
-// float16, bfloat16, int32, int64 or uint8, all of one device per call, and every rank of
-// the group must call the same collectives in the same order with the same shapes and
-// dtypes. Avg of float16 and bfloat16 is summed in float64 and rounded once, so it cannot
-// overflow where the mean is finite; their Sum stays in the dtype and may overflow.
+// float16, bfloat16, int32, int64 or uint8, all on one device per call: the CPU, or a CUDA
+// device (moved by the group's device backend, NCCL or staged through host memory;
+// docs/GPU.md). Every rank of the group must call the same collectives in the same order
+// with the same shapes and dtypes. Avg of float16 and bfloat16 is summed in float64 and
+// rounded once, so it cannot overflow where the mean is finite; their Sum stays in the
+// dtype and may overflow. Over NCCL, Avg of floating dtypes is NCCL's own (ncclAvg: each
+// value scaled by 1/size, then summed in the dtype): it cannot overflow either, but its
+// rounding differs from the host transports'.
 namespace lockstep {
 
 /// Whether collectives carry tensors of this dtype.

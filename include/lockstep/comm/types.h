@@ -4,12 +4,19 @@
 
 namespace lockstep {
 
-/// The engine that moves bytes. Auto: MPI when launched by mpirun, Gloo otherwise, and for
-/// CUDA tensors NCCL when every rank of the group has a GPU of its own. Gloo and Mpi move
-/// CUDA tensors through host memory. Nccl: NCCL for CUDA tensors, Auto's engine for CPU
-/// ones (a build against a CUDA libtorch; docs/GPU.md). Threads: the replicas of
-/// run_replicas(), which reduce through their process's memory.
+/// The host backend: the engine that moves host memory between hosts (CPU tensors, and
+/// device tensors staged through the host); ranks on one host meet in shared memory
+/// whatever it is. Auto: MPI when launched by mpirun, Gloo otherwise. Threads: the
+/// replicas of run_replicas(), which reduce through their process's memory. Nccl is kept
+/// for the settings that named it before the device backend existed: Auto's host engine,
+/// and DeviceBackend::Nccl.
 enum class Backend { Auto, Gloo, Mpi, Nccl, Threads };
+
+/// The device backend: who moves CUDA tensors. Auto: NCCL for a group whose ranks each
+/// have a GPU of their own (a build with NCCL), staged through the host backend otherwise.
+/// Staged: always through pinned host memory and the host backend. Nccl: always NCCL, an
+/// error where it cannot be used. docs/GPU.md.
+enum class DeviceBackend { Auto, Staged, Nccl };
 
 /// How ranks find each other. Auto: MPI under mpirun, else a TCP store when MASTER_ADDR
 /// is set, else a file store when LOCKSTEP_INIT_FILE is set, else a world of size 1.
@@ -19,6 +26,7 @@ enum class InitMethod { Auto, Tcp, File, Mpi };
 enum class ReduceOp { Sum, Avg, Min, Max, Product };
 
 std::string to_string(Backend backend);
+std::string to_string(DeviceBackend backend);
 std::string to_string(InitMethod method);
 std::string to_string(ReduceOp op);
 
