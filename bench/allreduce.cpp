@@ -32,12 +32,12 @@
 #include <gloo/transport/tcp/device.h>
 #include <torch/torch.h>
 
-#include "comm/communicator.h"
-#include "comm/connect_group.h"
-#include "comm/gloo_compat.h"
-#include "comm/mpi_transport.h"
-#include "comm/reduce_kernels.h"
-#include "comm/world.h"
+#include "comm/groups/communicator.h"
+#include "comm/groups/connect_group.h"
+#include "comm/transports/gloo_compat.h"
+#include "comm/transports/mpi_transport.h"
+#include "comm/transports/reduce_kernels.h"
+#include "comm/world/world.h"
 #include "lockstep/lockstep.h"
 #include "median.h"
 

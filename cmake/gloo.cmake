@@ -3,7 +3,7 @@
 # Debian's libgloo in the same process, and the loader would bind some calls to one copy and
 # some to the other. Such a libtorch also ships Gloo's headers, so lockstep then builds
 # against those and links libtorch_cpu for Gloo. Debian's libtorch links Debian's libgloo,
-# and so does lockstep (src/comm/gloo_compat.h covers the API differences).
+# and so does lockstep (src/comm/transports/gloo_compat.h covers the API differences).
 set(LOCKSTEP_GLOO "auto" CACHE STRING "Whose Gloo to build against: auto, torch or debian")
 set(LOCKSTEP_GLOO_FROM_TORCH OFF)
 if(NOT LOCKSTEP_GLOO STREQUAL "debian")

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/export.h"
 #include "lockstep/data/registry.h"
 #include "registry_choice.h"

@@ -9,7 +9,7 @@
 #include <torch/script.h>
 #include <torch/serialize.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/ddp/scripted_module.h"
 #include "lockstep/train/checkpoint.h"
 #include "train_job.h"

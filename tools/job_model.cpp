@@ -7,7 +7,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/replicas.h"
 #include "lockstep/ddp/scripted_module.h"
 #include "lockstep/train/models.h"

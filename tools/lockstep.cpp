@@ -11,7 +11,7 @@
 #include "plot_command.h"
 #include "train_command.h"
 #include "launch/launcher.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace {
 

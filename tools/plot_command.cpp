@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/train/metrics_sink.h"
 
 namespace lockstep::tools {

@@ -1,6 +1,6 @@
 #include "registry_choice.h"
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::tools {
 

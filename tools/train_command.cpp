@@ -11,7 +11,7 @@
 #include <toml++/toml.h>
 
 #include "launch/launcher.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/train/device.h"
 #include "train/workers_mode.h"

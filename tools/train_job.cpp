@@ -11,7 +11,7 @@
 
 #include "job_data.h"
 #include "job_model.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
 #include "lockstep/train/device.h"

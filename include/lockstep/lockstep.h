@@ -2,7 +2,7 @@
 
 // The whole public API of lockstep.
 #include "lockstep/comm/collectives.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/process_group.h"
 #include "lockstep/comm/replicas.h"

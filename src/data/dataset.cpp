@@ -5,7 +5,7 @@
 
 #include <torch/serialize.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/jpeg.h"
 
 namespace lockstep::data {

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/idx.h"
 
 namespace lockstep::data {

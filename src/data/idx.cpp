@@ -11,7 +11,7 @@
 #include <sstream>
 #include <vector>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/jpeg.h"
 
 namespace fs = std::filesystem;

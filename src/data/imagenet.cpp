@@ -4,7 +4,7 @@
 #include <fstream>
 #include <unordered_map>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <memory>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::data {
 namespace {

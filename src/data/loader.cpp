@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "data/portable_random.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::data {
 namespace {

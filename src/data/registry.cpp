@@ -9,7 +9,7 @@
 
 #include <toml++/toml.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/fashion_mnist.h"
 #include "lockstep/data/imagenet.h"
 

@@ -8,7 +8,7 @@
 #include <torch/serialize/archive.h>
 
 #include "data/portable_random.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 
 namespace lockstep::data {

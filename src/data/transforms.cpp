@@ -7,7 +7,7 @@
 #include <torch/nn/functional/upsampling.h>
 
 #include "data/portable_random.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 // Transforms run in loader threads with few, whole-image ops: on small images each op stays
 // below ATen's parallel grain size and so on one thread (at::set_num_threads() would be

@@ -1,9 +1,9 @@
 #include "lockstep/ddp/distributed_data_parallel.h"
 
-#include "comm/process_group.h"
+#include "comm/groups/process_group.h"
 #include "ddp/gradient_reducer.h"
 #include "lockstep/comm/collectives.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/ddp/scripted_module.h"
 #include "lockstep/ddp/synchronize.h"

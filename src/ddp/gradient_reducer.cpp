@@ -10,7 +10,7 @@
 
 #include "ddp/bucket_assigner.h"
 #include "lockstep/comm/collectives.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep {
 

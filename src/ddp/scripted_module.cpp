@@ -2,7 +2,7 @@
 
 #include <torch/script.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep {
 namespace {

@@ -13,7 +13,7 @@
 #include "ddp/optimizer_kinds.h"
 #include "ddp/optimizer_state_table.h"
 #include "lockstep/comm/collectives.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 
 namespace lockstep {

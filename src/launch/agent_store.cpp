@@ -2,8 +2,8 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/quiet_c10d.h"
-#include "lockstep/comm/error.h"
+#include "comm/world/quiet_c10d.h"
+#include "lockstep/error.h"
 
 namespace lockstep::launch {
 namespace {

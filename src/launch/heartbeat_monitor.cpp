@@ -2,7 +2,7 @@
 
 #include "launch/store_client.h"
 
-#include "comm/heartbeat.h"
+#include "comm/world/heartbeat.h"
 
 namespace lockstep::launch {
 

@@ -10,7 +10,7 @@
 
 #include "launch/store_client.h"
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::launch {
 namespace {

@@ -1,6 +1,6 @@
 #include "launch/launch_options.h"
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::launch {
 

@@ -14,7 +14,7 @@
 #include "launch/worker_environment.h"
 #include "launch/worker_group.h"
 #include "launch/worker_process.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::launch {
 namespace {
@@ -56,7 +56,7 @@ int run_workers(const LaunchOptions& options) {
     attempts.join(attempt);
     WorkerGroup workers(options.stop_timeout, terminal);
     for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
-      WorkerPlace place{ranks[local_rank], local_rank};
+      WorkerRanks place{ranks[local_rank], local_rank};
       try {
         workers.add(place.rank,
                     spawn_worker(options.command,

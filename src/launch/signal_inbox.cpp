@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::launch {
 

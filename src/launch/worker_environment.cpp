@@ -26,7 +26,7 @@ bool contradicts_worker_place(const std::string& entry) {
 }  // namespace
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
-                                            const LaunchOptions& options, const WorkerPlace& place,
+                                            const LaunchOptions& options, const WorkerRanks& place,
                                             int store_port, int restart_count, bool stdout_is_terminal) {
   std::vector<std::pair<std::string, std::string>> assigned = {
       {"RANK", std::to_string(place.rank)},

@@ -8,7 +8,7 @@
 namespace lockstep::launch {
 
 /// Where one worker sits in the job.
-struct WorkerPlace {
+struct WorkerRanks {
   int rank = 0;
   int local_rank = 0;
 };
@@ -22,7 +22,7 @@ struct WorkerPlace {
 /// (1 when `stdout_is_terminal`: the launcher shows rank 0's progress bar, else 0) and, with
 /// --backend, LOCKSTEP_BACKEND.
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
-                                            const LaunchOptions& options, const WorkerPlace& place,
+                                            const LaunchOptions& options, const WorkerRanks& place,
                                             int store_port, int restart_count = 0,
                                             bool stdout_is_terminal = false);
 

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::launch {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "ddp/optimizer_kinds.h"
 #include "ddp/optimizer_state_table.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::train {
 namespace {

@@ -6,8 +6,8 @@
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 
-#include "comm/device_call.h"
-#include "lockstep/comm/error.h"
+#include "comm/transports/device_call.h"
+#include "lockstep/error.h"
 
 namespace lockstep::train {
 

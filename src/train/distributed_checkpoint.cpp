@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "lockstep/comm/collectives.h"
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
 #include "lockstep/ddp/synchronize.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::train {
 

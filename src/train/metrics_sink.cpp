@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::train {
 namespace {

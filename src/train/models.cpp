@@ -8,7 +8,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "train/resnet.h"
 
 namespace lockstep::train {

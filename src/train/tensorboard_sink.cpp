@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/train/metrics_sink.h"
 #include "train/tensorboard_events.h"
 

@@ -7,7 +7,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/train/checkpoint.h"
 #include "train/autocast_guard.h"

@@ -1,6 +1,6 @@
 #include "train/workers_mode.h"
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::train {
 

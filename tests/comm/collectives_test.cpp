@@ -39,12 +39,12 @@ std::string backend_and_transport(const Setup& setup) {
 void expect_every_rank_says(const Setup& setup, const std::string& scenario, const std::string& said) {
   const auto& [path, n] = setup;
   const Env timeout{{"LOCKSTEP_TIMEOUT", "60"}};
-  const Env engine_only{{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_SHM", "0"}};
+  const Env host_backend_only{{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_SHM", "0"}};
   std::vector<Finished> ranks;
   if (path == "shm") {
     ranks = run_processes(n, {COLLECTIVES_WORKER, scenario}, file_world(n, timeout));
   } else if (path == "gloo") {
-    ranks = run_processes(n, {COLLECTIVES_WORKER, scenario}, tcp_world(n, engine_only));
+    ranks = run_processes(n, {COLLECTIVES_WORKER, scenario}, tcp_world(n, host_backend_only));
   } else if (path == "hierarchical") {
     // The first (n + 1) / 2 ranks on "node" 0, the rest on node 1: uneven for odd n.
     const auto world = file_world(n, timeout);
@@ -56,7 +56,7 @@ void expect_every_rank_says(const Setup& setup, const std::string& scenario, con
   } else {
     auto argv = mpirun(n);
     argv.insert(argv.end(), {COLLECTIVES_WORKER, scenario});
-    ranks = {run_process(argv, mpirun_env(path == "mpi-shm" ? timeout : engine_only))};
+    ranks = {run_process(argv, mpirun_env(path == "mpi-shm" ? timeout : host_backend_only))};
   }
   std::string all;
   for (size_t r = 0; r < ranks.size(); ++r) {

@@ -4,10 +4,10 @@
 #include <chrono>
 #include <map>
 
-#include "comm/device_call.h"
-#include "comm/device_engine.h"
-#include "comm/environment.h"
-#include "lockstep/comm/error.h"
+#include "comm/transports/device_call.h"
+#include "comm/transports/device_transports.h"
+#include "comm/world/environment.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 
 namespace lockstep {
@@ -127,7 +127,7 @@ TEST(Environment, ErrorsNameTheVariableToFix) {
 }
 
 // The backend nccl, which came before the device backend, keeps working: it means Auto's
-// host engine and the device backend nccl.
+// host backend and the device backend nccl.
 TEST(Environment, TheBackendNcclMeansTheDeviceBackendNccl) {
   if (!built_with_nccl()) GTEST_SKIP() << "this build has no NCCL; the next test covers it";
   for (const auto& env : {std::map<std::string, std::string>{{"LOCKSTEP_BACKEND", "nccl"}},
@@ -156,7 +156,7 @@ TEST(Environment, TheDeviceBackendNcclWithoutNcclSaysWhy) {
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_DEVICE_BACKEND", "nccl"}}), expected);
 }
 
-// Each setting has one meaning: choosing the host engine leaves the device backend alone.
+// Each setting has one meaning: choosing the host backend leaves the device backend alone.
 TEST(Environment, TheHostAndDeviceBackendsAreSettledApart) {
   for (const Backend host : {Backend::Gloo, Backend::Auto}) {
     const auto spec = discover_world(InitOptions().backend(host), env_of({}));

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "comm/device_engine.h"
+#include "comm/transports/device_transports.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 

@@ -10,10 +10,10 @@
 #include <gloo/transport/tcp/device.h>
 #include <torch/torch.h>
 
-#include "comm/communicator.h"
-#include "comm/gloo_compat.h"
-#include "comm/gloo_transport.h"
-#include "lockstep/comm/error.h"
+#include "comm/groups/communicator.h"
+#include "comm/transports/gloo_compat.h"
+#include "comm/transports/gloo_transport.h"
+#include "lockstep/error.h"
 
 namespace lockstep {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/fashion_mnist.h"
 #include "lockstep/data/imagenet.h"
 #include "lockstep/data/registry.h"

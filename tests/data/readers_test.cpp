@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/fashion_mnist.h"
 #include "lockstep/data/idx.h"
 #include "lockstep/data/imagenet.h"

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/data/registry.h"
 #include "support/tool_process.h"
 #include "support/world.h"

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "launch/mpirun_command.h"
 
 namespace lockstep::launch {

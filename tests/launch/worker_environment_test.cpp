@@ -29,7 +29,7 @@ LaunchOptions two_nodes_of_four() {
 
 TEST(WorkerEnvironment, GivesEachWorkerItsPlaceTorchrunStyle) {
   std::vector<std::string> environment =
-      worker_environment({"HOME=/root", "PATH=/bin"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500);
+      worker_environment({"HOME=/root", "PATH=/bin"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500);
   for (const char* entry :
        {"HOME=/root", "PATH=/bin", "RANK=6", "WORLD_SIZE=8", "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4",
         "GROUP_RANK=1", "MASTER_ADDR=node0", "MASTER_PORT=29500", "LOCKSTEP_USE_AGENT_STORE=1"}) {
@@ -45,7 +45,7 @@ TEST(WorkerEnvironment, ReplacesInheritedValuesThatWouldContradictThePlace) {
       {"RANK=99", "MASTER_PORT=1", "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "PMIX_RANK=3",
        "OMPI_MCA_btl=self", "LOCKSTEP_RANK=0", "LOCKSTEP_LOCAL_WORLD_SIZE=1", "LOCKSTEP_BACKEND=mpi",
        "LOCKSTEP_TIMEOUT=60", "RANKING=kept"},
-      options, WorkerPlace{5, 1}, 4242);
+      options, WorkerRanks{5, 1}, 4242);
   EXPECT_TRUE(has(environment, "RANK=5"));
   EXPECT_FALSE(has(environment, "RANK=99"));
   EXPECT_TRUE(has(environment, "MASTER_PORT=4242"));
@@ -68,12 +68,12 @@ TEST(WorkerEnvironment, TheHostAndDeviceBackendsEachSetTheirVariable) {
   LaunchOptions options = two_nodes_of_four();
   options.backend = "gloo";
   options.device_backend = "staged";
-  const auto both = worker_environment({}, options, WorkerPlace{0, 0}, 29500);
+  const auto both = worker_environment({}, options, WorkerRanks{0, 0}, 29500);
   EXPECT_TRUE(has(both, "LOCKSTEP_BACKEND=gloo"));
   EXPECT_TRUE(has(both, "LOCKSTEP_DEVICE_BACKEND=staged"));
   options.backend = "nccl";
   options.device_backend = "";
-  const auto nccl = worker_environment({"LOCKSTEP_DEVICE_BACKEND=staged"}, options, WorkerPlace{0, 0}, 29500);
+  const auto nccl = worker_environment({"LOCKSTEP_DEVICE_BACKEND=staged"}, options, WorkerRanks{0, 0}, 29500);
   EXPECT_FALSE(names(nccl, "LOCKSTEP_BACKEND"));
   EXPECT_TRUE(has(nccl, "LOCKSTEP_DEVICE_BACKEND=nccl"));
   EXPECT_FALSE(has(nccl, "LOCKSTEP_DEVICE_BACKEND=staged"));
@@ -83,27 +83,27 @@ TEST(WorkerEnvironment, SingleNodeDefaultsToLoopback) {
   LaunchOptions options;
   options.nproc_per_node = 2;
   options.command = {"train"};
-  std::vector<std::string> environment = worker_environment({}, options, WorkerPlace{1, 1}, 5000);
+  std::vector<std::string> environment = worker_environment({}, options, WorkerRanks{1, 1}, 5000);
   EXPECT_TRUE(has(environment, "MASTER_ADDR=127.0.0.1"));
   EXPECT_TRUE(has(environment, "WORLD_SIZE=2"));
 }
 
 TEST(WorkerEnvironment, OneOpenMpThreadPerWorkerUnlessTheUserChose) {
-  EXPECT_TRUE(has(worker_environment({}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500), "OMP_NUM_THREADS=1"));
-  const auto chosen = worker_environment({"OMP_NUM_THREADS=3"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500);
+  EXPECT_TRUE(has(worker_environment({}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500), "OMP_NUM_THREADS=1"));
+  const auto chosen = worker_environment({"OMP_NUM_THREADS=3"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500);
   EXPECT_TRUE(has(chosen, "OMP_NUM_THREADS=3"));
   EXPECT_FALSE(has(chosen, "OMP_NUM_THREADS=1"));
   LaunchOptions alone = two_nodes_of_four();
   alone.nproc_per_node = 1;
-  EXPECT_FALSE(names(worker_environment({}, alone, WorkerPlace{1, 0}, 29500), "OMP_NUM_THREADS"));
+  EXPECT_FALSE(names(worker_environment({}, alone, WorkerRanks{1, 0}, 29500), "OMP_NUM_THREADS"));
 }
 
 TEST(WorkerEnvironment, TellsWorkersWhetherTheLaunchersStdoutIsATerminal) {
   // An inherited value (an outer launch's) never survives: this launcher's stdout decides.
-  const auto piped = worker_environment({"LOCKSTEP_TERMINAL=1"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500);
+  const auto piped = worker_environment({"LOCKSTEP_TERMINAL=1"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500);
   EXPECT_TRUE(has(piped, "LOCKSTEP_TERMINAL=0"));
   EXPECT_FALSE(has(piped, "LOCKSTEP_TERMINAL=1"));
-  const auto terminal = worker_environment({"LOCKSTEP_TERMINAL=0"}, two_nodes_of_four(), WorkerPlace{6, 2}, 29500,
+  const auto terminal = worker_environment({"LOCKSTEP_TERMINAL=0"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500,
                                            0, /*stdout_is_terminal=*/true);
   EXPECT_TRUE(has(terminal, "LOCKSTEP_TERMINAL=1"));
   EXPECT_FALSE(has(terminal, "LOCKSTEP_TERMINAL=0"));

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/models.h"
 #include "support/tool_process.h"

@@ -14,7 +14,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/train/models.h"
 #include "support/tool_process.h"
 

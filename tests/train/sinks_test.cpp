@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/train/metrics_sink.h"
 #include "support/tool_process.h"
 

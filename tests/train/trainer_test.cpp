@@ -10,8 +10,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/replicas.h"
 #include "lockstep/data/loader.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/metrics_sink.h"
@@ -144,6 +145,39 @@ TEST_F(TrainerTest, ClipsGradientsToTheGivenNorm) {
   double norm = 0;
   for (const auto& p : model->parameters()) norm += p.grad().pow(2).sum().item<double>();
   EXPECT_NEAR(std::sqrt(norm), 1e-3, 1e-6);
+}
+
+// Two Trainers on two sub-groups of four replicas: each reduces its metrics, writes its sinks
+// and checkpoints (on its group's rank 0) and scales its learning rate in its own DDP group,
+// not the default group of all four.
+TEST(TrainerOnReplicas, UsesItsDdpGroupForSinksCheckpointsAndTheLearningRate) {
+  TemporaryDirectory out;
+  const auto dataset = two_blobs(64);
+  std::vector<std::vector<Record>> records(4);
+  run_replicas(4, [&](ProcessGroup world) {
+    const ProcessGroup first = new_group({0, 1});
+    const ProcessGroup second = new_group({2, 3});
+    const ProcessGroup& mine = world.rank() < 2 ? first : second;
+    torch::manual_seed(5);
+    auto model = make_model("mlp", ModelOptions().in_channels(1).num_classes(2).image_size(4).hidden({8}));
+    auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+    const std::string folder = out.path() + "/group" + std::to_string(world.rank() / 2);
+    Trainer trainer(model, optimizer, cross_entropy_loss(),
+                    TrainerOptions().epochs(1).lr(0.1).scale_lr_by_world_size(true).log_every(1).out_dir(folder)
+                        .ddp(DDPOptions().group(mine)));
+    trainer.add_sink(std::make_unique<Recorder>(records[world.rank()]));
+    data::PrefetchLoader train(dataset, loader_options(8));
+    trainer.fit(train, nullptr);
+  });
+  for (int r = 0; r < 4; ++r) {
+    const bool group_rank_zero = r % 2 == 0;
+    EXPECT_EQ(records[r].empty(), !group_rank_zero) << "replica " << r;
+    for (const auto& record : records[r]) EXPECT_DOUBLE_EQ(record.value("lr"), 0.2) << "replica " << r;
+  }
+  for (const std::string group : {"group0", "group1"}) {
+    EXPECT_EQ(CheckpointFolder(out.path() + "/" + group + "/checkpoints", 3).list().size(), 1u) << group;
+    EXPECT_EQ(read_json_lines(out.path() + "/" + group + "/metrics.jsonl").size(), records[0].size()) << group;
+  }
 }
 
 // bf16 mixed precision: the forward pass computes in bfloat16 under autocast (here the

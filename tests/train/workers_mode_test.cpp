@@ -2,7 +2,7 @@
 // CUDA choices (tests/gpu runs them on a GPU).
 #include <gtest/gtest.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "train/workers_mode.h"
 
 namespace lockstep::train {

@@ -5,7 +5,7 @@
 
 #include <torch/arg.h>
 
-#include "lockstep/comm/error.h"
+#include "lockstep/error.h"
 #include "lockstep/comm/process_group.h"
 
 namespace lockstep {

@@ -4,11 +4,11 @@
 
 namespace lockstep {
 
-/// The host backend: the engine that moves host memory between hosts (CPU tensors, and
+/// The host backend: what moves host memory between hosts (CPU tensors, and
 /// device tensors staged through the host); ranks on one host meet in shared memory
 /// whatever it is. Auto: MPI when launched by mpirun, Gloo otherwise. Threads: the
 /// replicas of run_replicas(), which reduce through their process's memory. Nccl is kept
-/// for the settings that named it before the device backend existed: Auto's host engine,
+/// for the settings that named it before the device backend existed: Auto's host backend,
 /// and DeviceBackend::Nccl.
 enum class Backend { Auto, Gloo, Mpi, Nccl, Threads };
 

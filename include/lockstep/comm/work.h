@@ -18,7 +18,12 @@ class Work {
   Work();  // an already completed, empty piece of work
   explicit Work(std::shared_ptr<detail::WorkState> state);
 
+  /// Waits for the host's part of the collective. For CUDA tensors the device's part may
+  /// still run: the waiting thread's current stream is ordered after it (docs/GPU.md), as
+  /// with PyTorch's Work::wait().
   void wait() const;
+  /// Whether the host's part is done (wait() would not block). For CUDA tensors this says
+  /// nothing of the device's part; synchronize the current stream after wait() to know it.
   bool is_completed() const;
   /// Waits, then returns the outputs: the reduced tensors, the gathered parts, the scattered chunk.
   std::vector<at::Tensor> result() const;

@@ -67,6 +67,8 @@ struct TrainerOptions {
   /// Run forward passes and losses under bf16 autocast on the model's device (mixed
   /// precision: parameters, gradients and the optimizer stay float32).
   TORCH_ARG(bool, autocast_bf16) = false;
+  /// How the model is wrapped; its group is the Trainer's: metrics are reduced, checkpoints
+  /// saved and resumed, sinks written (by its rank 0) and the learning rate scaled in it.
   TORCH_ARG(DDPOptions, ddp);
 };
 

@@ -1,0 +1,105 @@
+#include "comm/calls/call.h"
+
+#include <sstream>
+
+namespace lockstep {
+namespace {
+
+// FNV-1a: tiny, stable across builds and machines (std::hash is neither guaranteed).
+class Fnv1a {
+ public:
+  template <typename T>
+  void add(const T& value) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
+    for (size_t i = 0; i < sizeof(T); ++i) {
+      hash_ = (hash_ ^ bytes[i]) * 0x100000001b3ULL;
+    }
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+constexpr size_t kMaxTensorsDescribed = 4;
+
+// The names PyTorch users know (torch.float32), not c10's (Float).
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kByte: return "uint8";
+    default: return c10::toString(dtype);
+  }
+}
+
+}  // namespace
+
+std::string to_string(Collective kind) {
+  switch (kind) {
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::Broadcast: return "broadcast";
+    case Collective::Reduce: return "reduce";
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::Barrier: return "barrier";
+    case Collective::NewGroup: return "new_group";
+    case Collective::EmptyShared: return "empty_shared";
+  }
+  return "collective";
+}
+
+Call::Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op, int root)
+    : kind(kind), op(op), root(root) {
+  for (const auto& t : tensors) {
+    dtypes.push_back(t.scalar_type());
+    shapes.push_back(t.sizes().vec());
+  }
+  if (!tensors.empty()) device_type = tensors.front().device().type();
+}
+
+std::string Call::describe() const {
+  std::ostringstream out;
+  out << to_string(kind) << " #" << seq << " (";
+  if (dtypes.size() > 1) out << dtypes.size() << " tensors: ";
+  for (size_t i = 0; i < dtypes.size() && i < kMaxTensorsDescribed; ++i) {
+    out << (i ? ", " : "") << dtype_name(dtypes[i]) << "[";
+    for (size_t d = 0; d < shapes[i].size(); ++d) out << (d ? ", " : "") << shapes[i][d];
+    out << "]";
+  }
+  if (dtypes.size() > kMaxTensorsDescribed) out << ", ...";
+  if (device_type != at::kCPU) out << " on " << at::DeviceTypeName(device_type, /*lower_case=*/true);
+  const bool reduces = kind == Collective::AllReduce || kind == Collective::Reduce ||
+                       kind == Collective::ReduceScatter;
+  if (reduces) out << (dtypes.empty() ? "" : ", ") << to_string(op);
+  if (kind == Collective::Broadcast || kind == Collective::Reduce) out << ", root " << root;
+  out << ")";
+  return out.str();
+}
+
+uint64_t Call::fingerprint() const {
+  Fnv1a h;
+  h.add(kind);
+  h.add(op);
+  h.add(root);
+  h.add(seq);
+  h.add(device_type);
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    h.add(dtypes[i]);
+    h.add(shapes[i].size());
+    for (auto d : shapes[i]) h.add(d);
+  }
+  return h.value();
+}
+
+uint32_t Call::tag() const {
+  const uint64_t f = fingerprint();
+  // Low 4 bits clear: the tags of a packed call's 16 dtypes at most stay below the reserved ones.
+  return static_cast<uint32_t>(f ^ (f >> 32)) % kFirstReservedTag & ~0xfu;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,40 @@
+#include "lockstep/comm/work.h"
+
+#include "comm/calls/work_state.h"
+
+namespace lockstep {
+
+Work::Work() : state_(std::make_shared<detail::WorkState>()) {
+  state_->done = true;
+}
+
+Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+void Work::wait() const {
+  std::function<void(detail::WorkState&)> run_here;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->done) run_here = state_->run_here;
+  }
+  if (run_here) run_here(*state_);
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  // No deadline here: every collective is bounded by the process group's own timeout.
+  state_->done_changed.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+  const auto after_done = state_->after_done;
+  lock.unlock();
+  if (after_done) after_done();
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->done;
+}
+
+std::vector<at::Tensor> Work::result() const {
+  wait();
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->outputs;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,64 @@
+#pragma once
+
+// The one place where collectives meet devices. A collective on CUDA tensors follows the
+// work queued on the caller's current stream and is followed by the waiter's. Its tensors
+// reach a transport in one of two ways, chosen in the call's turn: the group's device
+// transport for their device type (NCCL) gets them as they are, on its own stream; where
+// there is none, or it stages this device, the host transport (gloo, MPI, shared memory,
+// threads) gets pinned host copies made on a side stream, and the results go back the same
+// way. Host copies and host waits cannot be captured in a CUDA graph, so a staged call on a
+// capturing stream is refused. The CPU build (no CUDA in the libtorch it was built
+// against) refuses device tensors with a message saying so; the CUDA build's side is in
+// device_call_cuda.cpp. docs/GPU.md tells the stream rules a user can rely on.
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "comm/calls/call.h"
+#include "comm/transports/transport.h"
+
+namespace lockstep {
+
+/// One collective's tensors on one device, from the caller's stream to the transport and back.
+class DeviceCall {
+ public:
+  /// The collective itself, on the tensors `transport` moves; returns its outputs.
+  using Body = std::function<std::vector<at::Tensor>(Transport& transport, std::vector<at::Tensor>& tensors)>;
+
+  virtual ~DeviceCall() = default;
+
+  /// On the collective's thread, in its turn: runs `body` with `device` on the device
+  /// tensors themselves, on its stream, where there is one that moves this device, else with
+  /// `host` on host copies of them. Returns the outputs on the device; the device may still
+  /// be working on them.
+  virtual std::vector<at::Tensor> run(DeviceTransport* device, HostTransport& host, const Body& body) = 0;
+  /// On the thread that waits for the collective: its current stream waits for the
+  /// outputs; the host does not.
+  virtual void order_current_stream() = 0;
+  /// Whether work that run() queued on a device transport's stream is unfinished: such work
+  /// outlives the call, and only the device knows when it ends (the watchdog asks, from its
+  /// own thread, without disturbing a graph another thread captures). False for work
+  /// captured in a CUDA graph, which runs only when the graph is replayed.
+  virtual bool device_work_pending() = 0;
+};
+
+/// Null when `tensors` are on the CPU. Called on the caller's thread, where it marks how
+/// far the caller's current stream has got. Tensors on a device the build cannot move
+/// throw Error naming the collective `kind`.
+std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind);
+
+/// Whether this build moves CUDA tensors (it was built against a libtorch with CUDA).
+bool built_with_cuda();
+
+/// Makes CUDA device `index` this thread's current one, as InitOptions::device asks. Throws
+/// ConfigError naming the device when the build or the machine has no such device.
+void use_cuda_device(int index);
+
+/// Makes the local rank's GPU (local rank mod the visible GPUs) the current one; nothing
+/// where no GPU is visible (or the build has no CUDA).
+void use_gpu_of_local_rank(int local_rank);
+
+}  // namespace lockstep

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <gloo/context.h>
+#include <gloo/rendezvous/store.h>
+
+#include "comm/transports/transport.h"
+
+namespace lockstep {
+
+/// Collectives over gloo's TCP transport. Every call's tag comes from its fingerprint, so
+/// ranks that disagree never exchange bytes: they time out, then compare notes via the store.
+class GlooTransport : public HostTransport {
+ public:
+  /// `group_ranks[r]` is how errors name the context's rank r (its rank in the user's group;
+  /// they differ when gloo connects only the leaders of a hierarchical group).
+  GlooTransport(std::shared_ptr<gloo::Context> context,
+                std::shared_ptr<gloo::rendezvous::Store> store,
+                std::chrono::milliseconds timeout, std::vector<int> group_ranks = {});
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  std::string name() const override { return "gloo"; }
+
+  void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) override;
+  void broadcast(at::Tensor& tensor, int root, uint32_t tag) override;
+  void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override;
+  void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
+  void barrier(uint32_t tag) override;
+  void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
+  std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
+                                     std::chrono::steady_clock::duration elapsed,
+                                     std::chrono::milliseconds timeout) override;
+
+ private:
+  int named(int context_rank) const;
+
+  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::rendezvous::Store> store_;
+  std::chrono::milliseconds timeout_;
+  std::vector<int> group_ranks_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,110 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Stream.h>
+
+#include "comm/calls/call.h"
+#include "lockstep/comm/types.h"
+
+namespace lockstep {
+
+/// What moves a group's tensors: gloo, MPI, shared memory, threads or a hierarchy of them for
+/// host memory (HostTransport), NCCL for CUDA memory. A transport knows nothing of queues,
+/// Avg, packing or error wording (the Communicator does those once); it runs one primitive
+/// at a time, on contiguous tensors already checked, for a call whose `tag` is the same on
+/// every rank that made the same call. `op` is Avg only where averages() said so.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "gloo", "mpi", "shm", "shm+gloo", "nccl": what a user sees in ProcessGroup::transport().
+  virtual std::string name() const = 0;
+
+  virtual void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) = 0;
+  virtual void broadcast(at::Tensor& tensor, int root, uint32_t tag) = 0;
+  /// Leaves non-root tensors unchanged.
+  virtual void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) = 0;
+  /// `output` is [size, *input.shape].
+  virtual void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) = 0;
+  /// `output` is this rank's slice of the reduced input along dimension 0. The default
+  /// all-reduces a copy of the input and keeps the slice.
+  virtual void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
+                              uint32_t tag);
+
+  /// Whether the transport takes Avg of `dtype` itself (NCCL's ncclAvg); otherwise the
+  /// Communicator sends a Sum in averaging_dtype and divides.
+  virtual bool averages(at::ScalarType) const { return false; }
+};
+
+/// A transport of host memory, which every group has: it also carries the group's barriers,
+/// its small exchanges (mismatch checks, connecting device transports) and shared tensors.
+class HostTransport : public Transport {
+ public:
+  virtual void barrier(uint32_t tag) = 0;
+  virtual void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) = 0;
+
+  /// A CPU tensor that later collectives may move without staging copies (shared memory
+  /// maps every local rank's tensor into all of them). Every rank calls it, in order, with
+  /// the same sizes and dtype. The default is an ordinary tensor.
+  virtual at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t tag);
+
+  /// Transports whose mismatched calls could corrupt memory (MPI) compare fingerprints
+  /// before every such collective; others rely on tags and compare only in debug mode.
+  virtual bool checks_every_call(const Call&) const { return false; }
+  virtual bool same_fingerprint_everywhere(uint64_t fingerprint);
+
+  /// False when a call cannot be interrupted (MPI): the Communicator then watches calls and
+  /// ends the process when one outlives the timeout, rather than hang forever.
+  virtual bool can_give_up() const { return true; }
+
+  /// A richer error than "rank R: call failed: what()" when the transport can still learn
+  /// what the other ranks did (through a store); null for the default wording. Safe to call
+  /// from the watchdog while a collective runs.
+  virtual std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
+                                             std::chrono::steady_clock::duration elapsed,
+                                             std::chrono::milliseconds timeout);
+};
+
+/// A transport of one device type's memory (NCCL for CUDA), beside a group's host transport.
+class DeviceTransport : public Transport {
+ public:
+  /// The stream its collectives on `device` run on, connecting what that needs on first
+  /// use. Called in the call's turn by every rank that made it. Nullopt: this group's
+  /// tensors on `device` are staged through host memory instead (ranks share a GPU).
+  virtual std::optional<c10::Stream> device_stream(at::Device device) = 0;
+  /// An error the device found on its own, after the call that queued the failing work
+  /// returned (NCCL's asynchronous errors); "" while there is none.
+  virtual std::string device_error() = 0;
+  /// Stops the device's work, however stuck, before the process ends over it.
+  virtual void abort() = 0;
+};
+
+/// A group's device transports, by device type; each uses the group's host transport, which
+/// outlives it.
+using DeviceTransports = std::map<at::DeviceType, std::unique_ptr<DeviceTransport>>;
+
+/// What one group moves its tensors with.
+struct GroupTransports {
+  std::unique_ptr<HostTransport> host;  // null on a rank that is not a member
+  DeviceTransports devices;
+};
+
+/// Thrown by a transport that saw, before moving any data, that ranks made calls with
+/// different tags: the Communicator then tells the user how the calls differ, and the
+/// group stays usable.
+class CallsDiffer : public std::exception {
+ public:
+  const char* what() const noexcept override { return "ranks called different collectives"; }
+};
+
+}  // namespace lockstep

@@ -1,0 +1,316 @@
+#include "comm/world/world.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "comm/transports/gloo_compat.h"
+#include "comm/transports/gloo_transport.h"
+#include "comm/world/heartbeat.h"
+#include "comm/world/quiet_c10d.h"
+#include "comm/world/tcp_probe.h"
+#include "lockstep/error.h"
+
+namespace lockstep {
+namespace {
+
+using StorePtr = std::shared_ptr<gloo::rendezvous::Store>;
+
+std::string first_line(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = torch_error ? torch_error->what_without_backtrace() : e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+std::string seconds(std::chrono::milliseconds timeout) {
+  std::ostringstream out;
+  out << std::chrono::duration<double>(timeout).count() << " s";
+  return out.str();
+}
+
+// libtorch's TCP store seen through gloo's store interface, its keys under a prefix.
+class TorchStore : public gloo::rendezvous::Store {
+ public:
+  TorchStore(c10::intrusive_ptr<c10d::Store> store, std::string prefix)
+      : store_(std::move(store)), prefix_(std::move(prefix)) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(prefix_ + key, std::vector<uint8_t>(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const auto data = store_->get(prefix_ + key);
+    return std::vector<char>(data.begin(), data.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(prefixed(keys)); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    store_->wait(prefixed(keys), timeout);
+  }
+
+ private:
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    for (const auto& key : keys) out.push_back(prefix_ + key);
+    return out;
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string prefix_;
+};
+
+std::string tcp_store_name(const WorldSpec& spec) {
+  return "MASTER_ADDR=" + spec.master_addr + " MASTER_PORT=" + std::to_string(spec.master_port);
+}
+
+StorePtr open_tcp_store(const WorldSpec& spec) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(spec.master_port);
+  options.isServer = spec.rank == 0 && !spec.store_hosted_by_launcher;
+  options.waitWorkers = false;
+  options.timeout = spec.timeout;
+  if (options.isServer) {
+    check_port_free(spec.master_port);
+  } else {
+    wait_until_listening(spec.master_addr, spec.master_port, spec.timeout);
+  }
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    QuietC10dLogs quiet;
+    store = c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options);
+  } catch (const std::exception& e) {
+    // Another process may take the port between check_port_free and this bind, and c10d's
+    // store binds every interface with no way to hand it a bound socket, so that race
+    // cannot be closed: its loser is told what the check would have told it.
+    if (options.isServer) throw cannot_host_store(spec.master_port, c10d_reason(e.what()));
+    throw ConfigError("lockstep: rank " + std::to_string(spec.rank) +
+                      " cannot reach the rendezvous store at " + tcp_store_name(spec) +
+                      " within " + seconds(spec.timeout) + ": " + first_line(e) +
+                      "; check that rank 0 runs and MASTER_ADDR is reachable from this machine");
+  }
+  // Ranks that init() again (after shutdown) meet under a fresh prefix: every rank adds one
+  // per init, so the count tells which round this is. A restarted job counts afresh, as
+  // ranks of the failed attempt may not all have joined.
+  const std::string attempt = "lockstep/attempt-" + std::to_string(spec.restart_count) + "/";
+  const int64_t joined = store->add(attempt + "joined", 1);
+  const int64_t round = (joined - 1) / spec.world_size;
+  return std::make_shared<TorchStore>(store, attempt + std::to_string(round) + "/");
+}
+
+StorePtr open_file_store(const WorldSpec& spec) {
+  const std::string where = "the store directory '" + spec.file_path + "' (LOCKSTEP_INIT_FILE)";
+  std::error_code error;
+  std::filesystem::create_directories(spec.file_path, error);
+  if (error) throw ConfigError("lockstep: cannot create " + where + ": " + error.message());
+  const auto probe = std::filesystem::path(spec.file_path) /
+                     (".write-test-" + std::to_string(spec.rank) + "-" + std::to_string(getpid()));
+  if (!std::ofstream(probe).good()) {
+    throw ConfigError("lockstep: cannot write to " + where + ": " + std::strerror(errno) +
+                      "; pass a directory every rank can write to");
+  }
+  std::filesystem::remove(probe, error);
+  return std::make_shared<gloo::rendezvous::FileStore>(spec.file_path);
+}
+
+StorePtr open_store(const WorldSpec& spec) {
+  switch (spec.method) {
+    case InitMethod::Tcp: return open_tcp_store(spec);
+    case InitMethod::File: return open_file_store(spec);
+    case InitMethod::Auto: return std::make_shared<gloo::rendezvous::HashStore>();
+    case InitMethod::Mpi: break;
+  }
+  throw ConfigError("lockstep: the gloo backend cannot meet through " + to_string(spec.method));
+}
+
+// The local address the kernel would use to reach `host`: the one other ranks can reach
+// this rank on, whatever interfaces the machine has.
+std::string local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return "";
+  std::string address;
+  const int fd = socket(found->ai_family, SOCK_DGRAM, 0);
+  sockaddr_storage local{};
+  socklen_t length = sizeof(local);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = local.ss_family == AF_INET
+        ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+        : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+    if (inet_ntop(local.ss_family, raw, text, sizeof(text))) address = text;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return address;
+}
+
+gloo::transport::tcp::attr device_attr(const WorldSpec& spec) {
+  gloo::transport::tcp::attr attr;
+  if (!spec.socket_ifname.empty()) {
+    attr.iface = spec.socket_ifname;
+  } else if (spec.world_size == 1) {
+    attr.hostname = "127.0.0.1";
+  } else if (spec.method == InitMethod::Tcp) {
+    attr.hostname = local_address_towards(spec.master_addr);
+  }
+  if (attr.iface.empty() && attr.hostname.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    attr.hostname = local_address_towards(name);
+    if (attr.hostname.empty()) attr.hostname = "127.0.0.1";
+  }
+  return attr;
+}
+
+std::string store_name(const WorldSpec& spec) {
+  return spec.method == InitMethod::Tcp ? "the TCP store at " + tcp_store_name(spec)
+                                        : "the file store in '" + spec.file_path + "'";
+}
+
+// Small strings from every rank, indexed by rank: each sets its own key under `key` and
+// waits for all, naming the missing ranks if some never come. Values travel behind one
+// byte, since gloo's file store cannot hold empty ones.
+std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const WorldSpec& spec,
+                                        const std::string& key, const std::string& mine) {
+  const std::string value = "=" + mine;
+  store.set(key + "/" + std::to_string(spec.rank), std::vector<char>(value.begin(), value.end()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < spec.world_size; ++r) keys.push_back(key + "/" + std::to_string(r));
+  try {
+    store.wait(keys, spec.timeout);
+  } catch (const std::exception&) {
+    // A key that is there answers at once; only absent ones use up their short wait. This
+    // rank's own key was set above (a store that vanished since must not make it "missing").
+    std::ostringstream missing;
+    for (int r = 0; r < spec.world_size; ++r) {
+      if (r == spec.rank) continue;
+      try {
+        store.wait({keys[r]}, std::min(spec.timeout, std::chrono::milliseconds(250)));
+      } catch (const std::exception&) {
+        missing << (missing.tellp() > 0 ? ", " : "") << r;
+      }
+    }
+    throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " +
+                       store_name(spec) + " timed out after " + seconds(spec.timeout) +
+                       ": rank(s) " + missing.str() + " never arrived (world size " +
+                       std::to_string(spec.world_size) +
+                       "); check that every worker started with the same settings");
+  }
+  std::vector<std::string> all;
+  for (const auto& k : keys) {
+    const auto got = store.get(k);
+    all.emplace_back(got.begin() + 1, got.end());
+  }
+  return all;
+}
+
+// The ranks meet through a store; the host backend is gloo, connected per group under the
+// group's own key prefix.
+class StoreWorld : public World {
+ public:
+  StoreWorld(const WorldSpec& spec, StorePtr store, std::vector<std::string> hosts)
+      : World(spec, std::move(hosts)), store_(std::move(store)) {
+    if (spec.heartbeat && spec.method == InitMethod::Tcp) {
+      heartbeat_ = std::make_unique<Heartbeat>(spec.master_addr, spec.master_port,
+                                               heartbeat_key(spec.restart_count, spec.rank));
+    }
+  }
+
+  std::vector<std::string> gather(const std::string& key, const std::string& mine) override {
+    return gather_through(*store_, spec(), key, mine);
+  }
+
+  std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks,
+                                            const std::string& name) override {
+    const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());
+    auto store = gloo_compat::prefix_store(name, store_);
+    auto context = std::make_shared<gloo::rendezvous::Context>(me, static_cast<int>(ranks.size()));
+    context->setTimeout(spec().timeout);
+    try {
+      if (!device_) device_ = gloo::transport::tcp::CreateDevice(device_attr(spec()));
+      gloo_compat::connect_full_mesh(*context, store, device_);
+    } catch (const std::exception& e) {
+      throw Error("lockstep: rank " + std::to_string(spec().rank) +
+                  " could not connect to the other ranks through " + store_name(spec()) + ": " +
+                  e.what());
+    }
+    // The prefix store refers to store_, which this world keeps alive.
+    return std::make_unique<GlooTransport>(context, store, spec().timeout, ranks);
+  }
+
+ private:
+  StorePtr store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // while this rank is joined
+};
+
+}  // namespace
+
+std::string host_identity(const WorldSpec& spec) {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string identity = name;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  identity += " boot " + boot_id;
+  for (const char* shared : {"/dev/shm", "/proc/self/ns/pid"}) {
+    struct stat status {};
+    if (stat(shared, &status) == 0) {
+      identity += " " + std::to_string(status.st_dev) + ":" + std::to_string(status.st_ino);
+    }
+  }
+  if (spec.node_rank) identity += " node " + std::to_string(*spec.node_rank);
+  return identity;
+}
+
+
+namespace {
+
+// This rank's place among the ranks of its host, and how many there are.
+std::pair<int, int> local_place(const std::vector<std::string>& hosts, int rank) {
+  int local_rank = 0, local_size = 0;
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    if (hosts[r] != hosts[rank]) continue;
+    if (r < rank) ++local_rank;
+    ++local_size;
+  }
+  return {local_rank, local_size};
+}
+
+}  // namespace
+
+int World::local_rank() const {
+  return spec_.local_rank.value_or(local_place(hosts_, spec_.rank).first);
+}
+
+int World::local_world_size() const {
+  return spec_.local_world_size.value_or(local_place(hosts_, spec_.rank).second);
+}
+
+std::shared_ptr<World> join_world(const WorldSpec& spec) {
+  if (spec.backend == Backend::Mpi) return join_mpi_world(spec);
+  StorePtr store = open_store(spec);
+  auto hosts = gather_through(*store, spec, "host", host_identity(spec));
+  return std::make_shared<StoreWorld>(spec, std::move(store), std::move(hosts));
+}
+
+}  // namespace lockstep
