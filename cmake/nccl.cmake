@@ -1,4 +1,4 @@
-# NCCL for the nccl backend: the one that libtorch loads, never a second copy. A pip torch
+# NCCL for the device backend nccl: the one that libtorch loads, never a second copy. A pip torch
 # loads the nvidia-nccl wheel's libnccl.so.2 beside it; linking that file (its soname)
 # makes the loader share it. NCCL_ROOT (variable or environment) points elsewhere, e.g. at
 # the NCCL a libtorch archive was built with.
