@@ -273,12 +273,15 @@ TEST(BadConfig, EndsWithOneLineSayingWhatToFix) {
        "cannot create the store directory '/proc/lockstep-store'"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "70000"}},
        "MASTER_PORT=70000 is not a TCP port"},
-      {{{"LOCKSTEP_BACKEND", "nccl2"}}, "LOCKSTEP_BACKEND='nccl2' must be gloo, mpi, nccl or auto"},
+      {{{"LOCKSTEP_BACKEND", "nccl2"}}, "LOCKSTEP_BACKEND='nccl2' must be auto, gloo or mpi"},
+      {{{"LOCKSTEP_DEVICE_BACKEND", "gloo"}}, "LOCKSTEP_DEVICE_BACKEND='gloo' must be auto, staged or nccl"},
       {{{"LOCKSTEP_TIMEOUT", "-1"}}, "LOCKSTEP_TIMEOUT='-1' must be a positive number"},
   };
   if (!built_with_nccl()) {
-    cases.push_back({{{"LOCKSTEP_BACKEND", "nccl"}}, "the nccl backend needs lockstep built against a libtorch with "
-                                                     "CUDA and NCCL"});
+    for (const std::string variable : {"LOCKSTEP_BACKEND", "LOCKSTEP_DEVICE_BACKEND"}) {
+      cases.push_back({{{variable, "nccl"}}, "the device backend nccl needs lockstep built against a libtorch with "
+                                             "CUDA and NCCL"});
+    }
   }
   for (const auto& c : cases) {
     const auto start = steady_clock::now();
