@@ -7,11 +7,12 @@ namespace lockstep::train {
 WorkersMode choose_workers_mode(const std::string& given, const std::string& device, int workers, int gpus,
                                 int max_restarts) {
   const bool one_gpu = device.rfind("cuda:", 0) == 0;
-  const bool cuda = one_gpu || device == "cuda" || (device == "auto" && gpus > 0);
+  // No GPU visible: there is nothing to choose, and the device check says why CUDA cannot be used.
+  const bool cuda = gpus > 0 && (one_gpu || device == "cuda" || device == "auto");
   if (!given.empty() && !(cuda && given == "threads")) return {given, ""};
   if (!cuda) return {max_restarts > 0 ? "processes" : "threads", ""};
   if (given.empty()) return {"processes", ""};
-  const int replicas_per_gpu = one_gpu || gpus < 1 ? workers : (workers + gpus - 1) / gpus;
+  const int replicas_per_gpu = one_gpu ? workers : (workers + gpus - 1) / gpus;
   if (replicas_per_gpu > 1) {
     const std::string where = one_gpu ? device : std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
     throw ConfigError("--mode threads puts " + std::to_string(workers) + " replicas on " + where +

@@ -23,6 +23,9 @@ TEST(WorkersMode, WithoutCudaTheDefaultIsThreadsOrProcessesWithRestarts) {
   EXPECT_EQ(choose_workers_mode("", "auto", 2, 0, 3).mode, "processes");
   EXPECT_EQ(choose_workers_mode("processes", "cpu", 2, 0, 0).mode, "processes");
   EXPECT_EQ(choose_workers_mode("threads", "cpu", 4, 1, 0).note, "");
+  // No GPU visible: --device cuda is refused by the device check, which says why.
+  EXPECT_EQ(choose_workers_mode("threads", "cuda", 2, 0, 0).mode, "threads");
+  EXPECT_EQ(choose_workers_mode("", "cuda:0", 2, 0, 0).mode, "threads");
 }
 
 // Processes, one per GPU, reach NCCL; threads would stage every bucket through the host.
