@@ -1,30 +1,11 @@
 #include "lockstep/ddp/distributed_optimizer.h"
 
-#include <algorithm>
-
 #include <ATen/ATen.h>
 #include <torch/utils.h>
 
+#include "ddp/tensors_by_device.h"
+
 namespace lockstep::detail {
-namespace {
-
-// Parameters by device, devices in the order they first appear: one collective moves one
-// device's tensors, and every rank (its model on its own device) makes the same calls.
-std::vector<std::vector<size_t>> by_device(const std::vector<torch::Tensor>& params) {
-  std::vector<at::Device> devices;
-  std::vector<std::vector<size_t>> groups;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const size_t d = std::find(devices.begin(), devices.end(), params[i].device()) - devices.begin();
-    if (d == devices.size()) {
-      devices.push_back(params[i].device());
-      groups.emplace_back();
-    }
-    groups[d].push_back(i);
-  }
-  return groups;
-}
-
-}  // namespace
 
 torch::Tensor average_gradients(const std::vector<torch::Tensor>& params, const torch::Tensor& loss,
                                 const ProcessGroup& group) {
@@ -34,7 +15,7 @@ torch::Tensor average_gradients(const std::vector<torch::Tensor>& params, const 
     if (loss.defined()) all_reduce(averaged_loss, ReduceOp::Avg, group);
     return averaged_loss;
   }
-  const auto groups = by_device(params);
+  const auto groups = indices_by_device(params);
   for (size_t g = 0; g < groups.size(); ++g) {
     const at::Device device = params[groups[g].front()].device();
     std::vector<torch::Tensor> wire;  // contiguous gradients reduce in place

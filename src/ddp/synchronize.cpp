@@ -12,6 +12,7 @@
 
 #include "ddp/optimizer_kinds.h"
 #include "ddp/optimizer_state_table.h"
+#include "ddp/tensors_by_device.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
@@ -154,22 +155,17 @@ void agree_with_root(const std::string& what, const std::vector<Entry>& entries,
 // transport), in one broadcast per device and dtype. Non-contiguous tensors travel as a
 // contiguous copy, and tensors of a dtype the collectives do not carry as raw bytes.
 void broadcast_into(const std::vector<at::Tensor>& tensors, int root, const ProcessGroup& group) {
-  std::vector<at::Device> devices;  // in the order they first appear, the same on every rank
-  for (const auto& t : tensors) {
-    if (std::find(devices.begin(), devices.end(), t.device()) == devices.end()) devices.push_back(t.device());
-  }
-  for (const at::Device& device : devices) {
-    std::vector<at::Tensor> on_device, staged, wire;
-    for (const auto& t : tensors) {
-      if (t.device() != device) continue;
-      on_device.push_back(t);
-      staged.push_back(t.contiguous());
-      wire.push_back(is_supported_dtype(t.scalar_type()) ? staged.back() : staged.back().view(-1).view(at::kByte));
+  for (const auto& indices : detail::indices_by_device(tensors)) {
+    std::vector<at::Tensor> staged, wire;
+    for (size_t i : indices) {
+      staged.push_back(tensors[i].contiguous());
+      wire.push_back(is_supported_dtype(tensors[i].scalar_type()) ? staged.back()
+                                                                  : staged.back().view(-1).view(at::kByte));
     }
     broadcast(wire, root, group);
     if (group.rank() == root) continue;
-    for (size_t i = 0; i < on_device.size(); ++i) {
-      if (!staged[i].is_same(on_device[i])) on_device[i].copy_(staged[i]);
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (!staged[k].is_same(tensors[indices[k]])) tensors[indices[k]].copy_(staged[k]);
     }
   }
 }
