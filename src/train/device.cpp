@@ -4,14 +4,13 @@
 #include <mutex>
 
 #include <ATen/Context.h>
-#include <torch/cuda.h>
 
 #include "comm/transports/device_call.h"
 #include "lockstep/error.h"
 
 namespace lockstep::train {
 
-int visible_gpus() { return built_with_cuda() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+int visible_gpus() { return visible_cuda_devices(); }
 
 torch::Device choose_device(const std::string& choice, int local_rank) {
   if (choice == "cpu") return torch::kCPU;
@@ -25,7 +24,7 @@ torch::Device choose_device(const std::string& choice, int local_rank) {
   }
   const int gpus = visible_gpus();
   if (gpus == 0) throw ConfigError("--device " + choice + ": no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
-  if (choice == "cuda") return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  if (choice == "cuda") return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*gpu_of_local_rank(local_rank, gpus)));
   const torch::Device device = [&] {
     try {
       return torch::Device(choice);

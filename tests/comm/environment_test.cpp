@@ -188,6 +188,20 @@ TEST(Environment, DebugDetailComparesEveryCall) {
   EXPECT_FALSE(discover_world(InitOptions(), env_of({})).debug);
 }
 
+// Item 5 of the GPU review: without InitOptions::device, init makes this GPU current, so
+// that user code allocating `torch::kCUDA` lands on a GPU of the rank's own, not all on GPU 0.
+TEST(Environment, EachLocalRankGetsAGpuOfItsOwnWhenTheUserChoseNone) {
+  EXPECT_EQ(gpu_of_local_rank(0, 0), std::nullopt);
+  EXPECT_EQ(gpu_of_local_rank(3, 0), std::nullopt);
+  EXPECT_EQ(gpu_of_local_rank(0, 8), 0);
+  EXPECT_EQ(gpu_of_local_rank(5, 8), 5);
+  EXPECT_EQ(gpu_of_local_rank(7, 8), 7);
+  // More ranks than GPUs share them round robin (the group then stages, docs/GPU.md).
+  EXPECT_EQ(gpu_of_local_rank(1, 1), 0);
+  EXPECT_EQ(gpu_of_local_rank(5, 4), 1);
+  if (!built_with_cuda()) EXPECT_EQ(visible_cuda_devices(), 0);
+}
+
 // Refused before meeting anyone: the rank waiting for a second one would take the timeout.
 TEST(Environment, ADeviceInACpuBuildIsRefusedBeforeTheRendezvous) {
   if (built_with_cuda()) GTEST_SKIP() << "this build has CUDA; tests/gpu covers devices";

@@ -107,7 +107,9 @@ void init(const InitOptions& options) {
   if (options.device()) use_cuda_device(*options.device());  // before meeting anyone
   auto world = join_world(spec);
   // `torch::kCUDA` then means a GPU of this rank's own, which NCCL needs (and staging prefers).
-  if (!options.device()) use_gpu_of_local_rank(world->local_rank());
+  if (!options.device()) {
+    if (auto gpu = gpu_of_local_rank(world->local_rank(), visible_cuda_devices())) use_cuda_device(*gpu);
+  }
   auto group = detail::make_world_group(std::move(world));
   std::lock_guard<std::mutex> lock(group_mutex);
   world_group = std::move(group);

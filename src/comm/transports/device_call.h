@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -57,8 +58,15 @@ bool built_with_cuda();
 /// ConfigError naming the device when the build or the machine has no such device.
 void use_cuda_device(int index);
 
-/// Makes the local rank's GPU (local rank mod the visible GPUs) the current one; nothing
-/// where no GPU is visible (or the build has no CUDA).
-void use_gpu_of_local_rank(int local_rank);
+/// How many CUDA devices this process sees: 0 in the CPU build.
+int visible_cuda_devices();
+
+/// The GPU a local rank uses when the user chose none: local rank mod the visible GPUs (more
+/// ranks than GPUs share them), none where no GPU is visible. init() makes it current, so
+/// that `torch::kCUDA` means a GPU of the rank's own. Pure, so the choice is tested on the CPU.
+inline std::optional<int> gpu_of_local_rank(int local_rank, int visible_gpus) {
+  if (visible_gpus <= 0) return std::nullopt;
+  return local_rank % visible_gpus;
+}
 
 }  // namespace lockstep

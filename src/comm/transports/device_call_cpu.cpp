@@ -23,6 +23,6 @@ void use_cuda_device(int index) {
                     "built against a libtorch without CUDA (docs/GPU.md)");
 }
 
-void use_gpu_of_local_rank(int) {}
+int visible_cuda_devices() { return 0; }
 
 }  // namespace lockstep

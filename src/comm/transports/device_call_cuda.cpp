@@ -184,9 +184,6 @@ void use_cuda_device(int index) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
 }
 
-void use_gpu_of_local_rank(int local_rank) {
-  const int gpus = c10::cuda::device_count();
-  if (gpus > 0) c10::cuda::set_device(static_cast<c10::DeviceIndex>(local_rank % gpus));
-}
+int visible_cuda_devices() { return c10::cuda::device_count(); }
 
 }  // namespace lockstep
