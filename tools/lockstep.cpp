@@ -10,6 +10,7 @@
 #include "export_command.h"
 #include "plot_command.h"
 #include "train_command.h"
+#include "launch/cluster_node.h"
 #include "launch/launcher.h"
 #include "lockstep/error.h"
 
@@ -25,7 +26,8 @@ void add_run_command(CLI::App& app, Action& chosen) {
   auto options = std::make_shared<lockstep::launch::LaunchOptions>();
   auto stop_timeout_seconds = std::make_shared<double>(5.0);
 
-  run->add_option("-n,--nproc-per-node", options->nproc_per_node, "Workers on this node")->required();
+  CLI::Option* nproc = run->add_option("-n,--nproc-per-node", options->nproc_per_node,
+                                       "Workers on this node (in a PyTorchJob pod: PET_NPROC_PER_NODE)");
   run->add_option("--backend", options->backend,
                   "The host backend: gloo or mpi (mpi hands the job to mpirun); nccl means --device-backend nccl");
   run->add_option("--device-backend", options->device_backend,
@@ -47,12 +49,21 @@ void add_run_command(CLI::App& app, Action& chosen) {
       ->capture_default_str();
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
-  run->callback([&chosen, options, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds] {
+  run->callback([&chosen, options, nproc, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds] {
     auto milliseconds = [](double seconds) { return std::chrono::milliseconds(static_cast<long long>(seconds * 1000)); };
     options->stop_timeout = milliseconds(*stop_timeout_seconds);
     options->rdzv_timeout = milliseconds(*rdzv_seconds);
     options->heartbeat_timeout = milliseconds(*heartbeat_seconds);
-    chosen = [options] { return lockstep::launch::run_workers(*options); };
+    const bool nproc_given = nproc->count() > 0;
+    chosen = [options, nproc_given] {
+      const auto env = lockstep::process_environment();
+      const std::string note = lockstep::launch::take_node_from_cluster(*options, nproc_given, env);
+      if (!note.empty()) std::cerr << "lockstep run: " << note << "\n";
+      if (!nproc_given && !env("PET_NPROC_PER_NODE")) {
+        throw lockstep::ConfigError("-n is required: the workers to start on this node");
+      }
+      return lockstep::launch::run_workers(*options);
+    };
   });
 }
 

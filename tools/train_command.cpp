@@ -10,6 +10,8 @@
 
 #include <toml++/toml.h>
 
+#include "comm/world/slurm_step.h"
+#include "launch/cluster_node.h"
 #include "launch/launcher.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
@@ -73,10 +75,15 @@ int restart_count() {
   return count != nullptr ? std::atoi(count) : 0;
 }
 
-// Starts `workers` copies of this command as one job, each with the resolved settings.
-int launch_workers(const TrainJob& job, const std::vector<std::string>& arguments) {
+// Starts `job.workers` copies of this command on this node (on every node of a cluster job:
+// an srun step, a PyTorchJob), as one job, each with the resolved settings.
+int launch_workers(TrainJob job) {
   launch::LaunchOptions options;
   options.nproc_per_node = job.workers;
+  const std::string note = launch::take_node_from_cluster(options, job.workers_option->count() > 0, process_environment());
+  if (!note.empty()) std::cerr << "lockstep train: " << note << "\n";
+  job.workers = options.nproc_per_node * options.nnodes;  // what each worker checks its world against
+  const std::vector<std::string> arguments = job.as_arguments();
   options.max_restarts = job.max_restarts;
   options.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(job.heartbeat_timeout * 1000));
   // Stopped workers finish their step and save a checkpoint before they exit (preemption).
@@ -98,20 +105,33 @@ void add_train_command(CLI::App& app, Action& chosen) {
   command->callback([=, &chosen] {
     if (!config->empty()) apply_config(*config, *command);
     chosen = [=] {
-      // A restarted attempt goes on from the newest checkpoint of the run it restarts.
-      if (launched() && restart_count() > 0) job->resume = true;
+      const auto env = process_environment();
+      const auto step = slurm_step(env);
+      // Under srun (-n on a step of one task per node) or in a PyTorchJob pod this process may
+      // be its node's launcher (srun --ntasks-per-node=1 lockstep train -n 4) rather than a rank.
+      const bool node_launcher = launch::launches_a_cluster_node(env, job->workers_option->count() > 0);
+      const bool worker = launched() && !node_launcher;
+      if (node_launcher && job->mode_option->count() > 0 && job->mode == "threads") {
+        throw ConfigError("--mode threads runs the workers inside one process, but this is one node of a cluster job "
+                          "(srun or a PyTorchJob pod), whose workers are processes; leave out --mode");
+      }
+      // A restarted attempt, or a requeued Slurm job, goes on from the newest checkpoint of the run it restarts.
+      if ((worker && restart_count() > 0) || (step && step->restart_count > 0)) job->resume = true;
+      // Every task of a Slurm job, on every node and after a requeue, writes to the same run folder.
+      if (step && job->out.empty()) job->out = job->default_out("job" + step->job_id);
       job->resolve_defaults();
-      const auto mode = train::choose_workers_mode(job->mode_option->count() > 0 ? job->mode : "", job->device,
+      const std::string mode_given = job->mode_option->count() > 0 ? job->mode : node_launcher ? "processes" : "";
+      const auto mode = train::choose_workers_mode(mode_given, job->device,
                                                    job->workers, train::visible_gpus(), job->max_restarts);
       job->mode = mode.mode;
-      if (!mode.note.empty() && !launched()) std::cerr << mode.note << "\n";
+      if (!mode.note.empty() && !worker) std::cerr << mode.note << "\n";
       job->check();
-      if (launched()) return run_train_job(*job);
+      if (worker) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.
       if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
       if (job->mode == "threads") return run_train_replicas(*job);
       job->check_before_launch();
-      return launch_workers(*job, job->as_arguments());
+      return launch_workers(*job);
     };
   });
 }

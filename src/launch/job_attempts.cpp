@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/world/job_identity.h"
 #include "launch/store_client.h"
 
 #include "lockstep/error.h"
@@ -118,13 +119,23 @@ class LauncherBeat {
 
 JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options_(options) {
   const std::string addr = master_addr_of(options);
+  const auto unreachable = [&] {
+    return TimeoutError("cannot reach node 0's store at " + addr + ":" + std::to_string(store_port) + " within " +
+                        seconds(options.rdzv_timeout) + " (--rdzv-timeout); is node 0's launcher running, and "
+                        "--master-addr an address of it that this node can reach?");
+  };
   try {
     store_ = connect_store_client(addr, store_port, options.rdzv_timeout);
+  } catch (const std::exception&) {
+    throw unreachable();
+  }
+  // Before this launcher writes anything there: the store may be another job's.
+  claim_store_for_job(*store_, job_id_of(process_environment()), "the launcher of node " + std::to_string(options.node_rank),
+                      addr + ":" + std::to_string(store_port));
+  try {
     beat_ = std::make_unique<LauncherBeat>(addr, store_port, options.node_rank);
   } catch (const std::exception&) {
-    throw TimeoutError("cannot reach node 0's store at " + addr + ":" + std::to_string(store_port) + " within " +
-                       seconds(options.rdzv_timeout) + " (--rdzv-timeout); is node 0's launcher running, and "
-                       "--master-addr an address of it that this node can reach?");
+    throw unreachable();
   }
 }
 

@@ -53,8 +53,9 @@ void init(const InitOptions& options = InitOptions());
 void shutdown();
 
 bool is_initialized();
-/// Whether a launcher started this process as one rank of a job: `lockstep run`, mpirun or
-/// torchrun (LOCKSTEP_RANK, OMPI_COMM_WORLD_RANK or RANK is set). Needs no init().
+/// Whether a launcher started this process as one rank of a job: `lockstep run`, mpirun,
+/// torchrun or srun (LOCKSTEP_RANK, OMPI_COMM_WORLD_RANK, RANK, or SLURM_STEP_ID with
+/// SLURM_PROCID is set). Needs no init().
 bool launched();
 int rank();
 int world_size();

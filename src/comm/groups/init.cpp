@@ -124,7 +124,8 @@ bool launched() {
   for (const char* name : {"RANK", "LOCKSTEP_RANK", "OMPI_COMM_WORLD_RANK"}) {
     if (std::getenv(name) != nullptr) return true;
   }
-  return false;
+  // srun starts each task of a step as a rank; a batch script's own shell has no step id.
+  return std::getenv("SLURM_STEP_ID") != nullptr && std::getenv("SLURM_PROCID") != nullptr;
 }
 
 bool is_initialized() {

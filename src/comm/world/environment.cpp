@@ -6,6 +6,9 @@
 
 #include "comm/transports/device_call.h"
 #include "comm/transports/device_transports.h"
+#include "comm/world/job_identity.h"
+#include "comm/world/slurm_step.h"
+#include "comm/world/tcp_probe.h"
 #include "lockstep/error.h"
 
 namespace lockstep {
@@ -111,7 +114,9 @@ std::chrono::milliseconds parse_timeout(const std::string& text) {
   throw ConfigError("lockstep: LOCKSTEP_TIMEOUT='" + text + "' must be a positive number of seconds");
 }
 
-void settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
+// Returns the srun step the rank came from, if it came from SLURM_PROCID: the step then also
+// gives the local ranks, the node and (settle_rendezvous) the store's address.
+std::optional<SlurmStep> settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
   const auto rank = pick(options.rank(), "rank", env,
                          {"LOCKSTEP_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"});
   const auto size = pick(options.world_size(), "world_size", env,
@@ -122,7 +127,7 @@ void settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& 
                       std::string(rank ? "world size" : "rank") +
                       " is not; set both (e.g. RANK and WORLD_SIZE)");
   }
-  if (!size) return;  // no environment at all: a world of one
+  if (!size) return std::nullopt;  // no environment at all: a world of one
   if (size->value < 1) {
     throw ConfigError("lockstep: " + size->source + "=" + std::to_string(size->value) +
                       " must be at least 1");
@@ -135,11 +140,14 @@ void settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& 
   }
   spec.rank = rank->value;
   spec.world_size = size->value;
+  const auto step = rank->source == "SLURM_PROCID" ? slurm_step(env) : std::nullopt;
 
   const auto local_rank = pick(options.local_rank(), "local_rank", env,
       {"LOCKSTEP_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
-  const auto local_size = pick(options.local_world_size(), "local_world_size", env,
+  auto local_size = pick(options.local_world_size(), "local_world_size", env,
       {"LOCKSTEP_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"});
+  if (step && !local_size) local_size = Setting{step->local_world_size(), "SLURM_STEP_TASKS_PER_NODE"};
+  if (step) spec.node_rank = step->node_rank;
   if (local_rank && local_size) {
     if (local_size->value < 1 || local_size->value > spec.world_size ||
         local_rank->value < 0 || local_rank->value >= local_size->value) {
@@ -151,6 +159,7 @@ void settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& 
     spec.local_rank = local_rank->value;
     spec.local_world_size = local_size->value;
   }
+  return step;
 }
 
 // The host backend and the device backend, each with one meaning. "nccl" as the backend
@@ -184,7 +193,22 @@ void settle_backends(WorldSpec& spec, const InitOptions& options, const EnvLooku
   }
 }
 
-void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
+// Inside an srun step rank 0 runs on the step's first node: the store is there, at a port
+// of the job's and step's own, unless MASTER_ADDR or MASTER_PORT say otherwise.
+void meet_on_first_node(WorldSpec& spec, const InitOptions& options, const EnvLookup& env, const SlurmStep& step) {
+  if (!spec.master_addr.empty() || !spec.file_path.empty() || spec.backend == Backend::Mpi) return;
+  spec.master_addr = step.first_node();
+  if (!options.master_port() && !env("MASTER_PORT")) spec.master_port = step.port();
+  if (auto why = why_unresolvable(spec.master_addr)) {
+    const std::string variable = env("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+    throw ConfigError("lockstep: " + variable + "='" + env(variable).value_or("") + "': its first node '" +
+                      spec.master_addr + "', where rank 0 hosts the store, does not resolve (" + *why +
+                      "); set MASTER_ADDR to its address");
+  }
+}
+
+void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLookup& env,
+                       const std::optional<SlurmStep>& step) {
   spec.launched_by_mpirun = env("OMPI_COMM_WORLD_SIZE").has_value();
   settle_backends(spec, options, env);
 
@@ -206,6 +230,7 @@ void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLoo
   if (auto path = options.file_path() ? options.file_path() : env("LOCKSTEP_INIT_FILE")) {
     spec.file_path = *path;
   }
+  if (step && spec.world_size > 1) meet_on_first_node(spec, options, env, *step);
   spec.socket_ifname = env("LOCKSTEP_SOCKET_IFNAME").value_or(env("GLOO_SOCKET_IFNAME").value_or(""));
 
   spec.method = options.method();
@@ -251,8 +276,8 @@ EnvLookup process_environment() {
 
 WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
   WorldSpec spec;
-  settle_world(spec, options, env);
-  settle_rendezvous(spec, options, env);
+  const auto step = settle_world(spec, options, env);
+  settle_rendezvous(spec, options, env, step);
   if (options.timeout()) {
     spec.timeout = *options.timeout();
   } else if (auto text = env("LOCKSTEP_TIMEOUT")) {
@@ -265,6 +290,7 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
                            : parse_bool(env("LOCKSTEP_SHM").value_or("1"), "LOCKSTEP_SHM");
   if (auto node = env("GROUP_RANK")) spec.node_rank = parse_int(*node, "GROUP_RANK");
   if (auto restarts = env("LOCKSTEP_RESTART_COUNT")) spec.restart_count = parse_int(*restarts, "LOCKSTEP_RESTART_COUNT");
+  spec.job_id = job_id_of(env);
   spec.heartbeat = parse_bool(env("LOCKSTEP_HEARTBEAT").value_or(""), "LOCKSTEP_HEARTBEAT");
   return spec;
 }

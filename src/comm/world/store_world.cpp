@@ -24,6 +24,7 @@
 #include "comm/transports/gloo_compat.h"
 #include "comm/transports/gloo_transport.h"
 #include "comm/world/heartbeat.h"
+#include "comm/world/job_identity.h"
 #include "comm/world/quiet_c10d.h"
 #include "comm/world/tcp_probe.h"
 #include "lockstep/error.h"
@@ -107,6 +108,7 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
   // Ranks that init() again (after shutdown) meet under a fresh prefix: every rank adds one
   // per init, so the count tells which round this is. A restarted job counts afresh, as
   // ranks of the failed attempt may not all have joined.
+  claim_store_for_job(*store, spec.job_id, "rank " + std::to_string(spec.rank), tcp_store_name(spec));
   const std::string attempt = "lockstep/attempt-" + std::to_string(spec.restart_count) + "/";
   const int64_t joined = store->add(attempt + "joined", 1);
   const int64_t round = (joined - 1) / spec.world_size;

@@ -47,6 +47,16 @@ int try_connect(const addrinfo& address, std::chrono::milliseconds limit) {
 
 }  // namespace
 
+std::optional<std::string> why_unresolvable(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int resolved = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (resolved != 0) return std::string(gai_strerror(resolved));
+  freeaddrinfo(found);
+  return std::nullopt;
+}
+
 void wait_until_listening(const std::string& host, int port, std::chrono::milliseconds timeout) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "lockstep/error.h"
@@ -12,6 +13,9 @@ namespace lockstep {
 /// Waits until something accepts connections at host:port, or throws ConfigError when the
 /// host cannot be resolved or the deadline passes.
 void wait_until_listening(const std::string& host, int port, std::chrono::milliseconds timeout);
+
+/// Why `host` does not resolve to an address (getaddrinfo's reason), or nothing when it does.
+std::optional<std::string> why_unresolvable(const std::string& host);
 
 /// Throws ConfigError when this machine cannot listen on `port`.
 void check_port_free(int port);
