@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lockstep builds and tests with; skips what is present.
 # With --test, also what the tests use besides (Python's torch, to make TorchScript models
-# and read exported weights); with --bench, what the benchmarks compare against (PyTorch's
+# and read exported weights; a real Slurm, which tests/cluster starts in network namespaces);
+# with --bench, what the benchmarks compare against (PyTorch's
 # Python DDP).
 set -euo pipefail
 
@@ -12,7 +13,8 @@ packages=(
   libtomlplusplus-dev libturbojpeg0-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev
 )
 case "${1:-}" in
-  --test | --bench) packages+=(python3-torch) ;;
+  --test) packages+=(python3-torch slurm-wlm munge) ;;
+  --bench) packages+=(python3-torch) ;;
 esac
 
 missing=()

@@ -11,6 +11,7 @@
 
 #include "job_data.h"
 #include "job_model.h"
+#include "rank_hosts.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
@@ -262,6 +263,8 @@ int run_train_job(const TrainJob& job) {
   report_timing("started");
   lockstep::init();
   report_timing("joined");
+  const std::string hosts = ranks_on_hosts();
+  if (!hosts.empty() && lockstep::rank() == 0) std::cout << hosts << std::endl;
   if (job.workers_option != nullptr && job.workers_option->count() > 0 && job.workers != lockstep::world_size()) {
     throw ConfigError("-n " + std::to_string(job.workers) + " does not match this launch's world size " +
                       std::to_string(lockstep::world_size()) + "; leave -n out inside mpirun or torchrun");

@@ -128,6 +128,8 @@ std::optional<SlurmStep> settle_world(WorldSpec& spec, const InitOptions& option
                       " is not; set both (e.g. RANK and WORLD_SIZE)");
   }
   if (!size) return std::nullopt;  // no environment at all: a world of one
+  // Before the checks below, so that a Slurm variable that does not fit is named alike on every rank.
+  const auto step = rank->source == "SLURM_PROCID" ? slurm_step(env) : std::nullopt;
   if (size->value < 1) {
     throw ConfigError("lockstep: " + size->source + "=" + std::to_string(size->value) +
                       " must be at least 1");
@@ -140,7 +142,6 @@ std::optional<SlurmStep> settle_world(WorldSpec& spec, const InitOptions& option
   }
   spec.rank = rank->value;
   spec.world_size = size->value;
-  const auto step = rank->source == "SLURM_PROCID" ? slurm_step(env) : std::nullopt;
 
   const auto local_rank = pick(options.local_rank(), "local_rank", env,
       {"LOCKSTEP_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
