@@ -97,9 +97,10 @@ TEST(Slurm, SrunStraightToAProgramMeetsWithoutMasterAddr) {
   EXPECT_EQ(count_lines(output), 4u) << output;
 }
 
-// The must-hold of the issue: `lockstep train` through srun straight to the workers, and
-// through srun to one `lockstep train -n 2` per node, end with the validation losses (every
-// digit) and parameters of the same job run as two PyTorchJob pods on the same hosts.
+// `lockstep train` through srun straight to the workers, through srun to one `lockstep run
+// -n 2` per node, and through srun to one `lockstep train -n 2` per node, ends with the
+// validation losses (every digit) and parameters of the same job on the same hosts without
+// Slurm (two PyTorchJob-style pods, each one `lockstep train` starting its 2 workers).
 TEST(Slurm, TrainThroughSrunEndsAsTheSameJobOnTheSameHostsWithoutSlurm) {
   SlurmCluster cluster;
   SKIP_WITHOUT_SLURM(cluster);
@@ -125,13 +126,19 @@ TEST(Slurm, TrainThroughSrunEndsAsTheSameJobOnTheSameHostsWithoutSlurm) {
 
   const std::string straight = run_job(cluster, "straight", "srun --kill-on-bad-exit=1 " + words(small_train(folder + "/straight", 2)),
                                        {"-N", "2", "--ntasks-per-node", "2"});
+  const std::vector<std::string> one_per_node = {"-N", "2", "--ntasks-per-node", "1"};
+  std::vector<std::string> run_per_node = {"srun", LOCKSTEP_TOOL, "run", "-n", "2", "--"};
+  for (const auto& word : small_train(folder + "/run-per-node", 2)) run_per_node.push_back(word);
+  const std::string launched = run_job(cluster, "run-per-node", words(run_per_node), one_per_node);
   const std::string per_node =
-      run_job(cluster, "per-node", "srun -n 2 --ntasks-per-node=1 " + words(small_train(folder + "/per-node", 2, {"-n", "2"})),
-              {"-N", "2", "--ntasks-per-node", "1"});
+      run_job(cluster, "per-node", "srun " + words(small_train(folder + "/per-node", 2, {"-n", "2"})), one_per_node);
   EXPECT_TRUE(contains(straight, "ranks on hosts: 0-1 n1, 2-3 n2")) << straight;
   EXPECT_TRUE(contains(per_node, "ranks on hosts: 0-1 n1, 2-3 n2")) << per_node;
+  EXPECT_TRUE(contains(launched, "ranks on hosts: 0-1 n1, 2-3 n2")) << launched;
   EXPECT_EQ(validation_lines(straight), validation_lines(by_pods)) << straight;
   EXPECT_EQ(validation_lines(per_node), validation_lines(by_pods)) << per_node;
+  EXPECT_EQ(validation_lines(launched), validation_lines(by_pods)) << launched;
+  expect_same_parameters(folder + "/run-per-node", folder + "/pods");
   expect_same_parameters(folder + "/straight", folder + "/pods");
   expect_same_parameters(folder + "/per-node", folder + "/pods");
 }
