@@ -105,10 +105,11 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
                       " within " + seconds(spec.timeout) + ": " + first_line(e) +
                       "; check that rank 0 runs and MASTER_ADDR is reachable from this machine");
   }
+  // Before anything is written there: the store may be another job's (two jobs, one port).
+  claim_store_for_job(*store, spec.job_id, "rank " + std::to_string(spec.rank), tcp_store_name(spec));
   // Ranks that init() again (after shutdown) meet under a fresh prefix: every rank adds one
   // per init, so the count tells which round this is. A restarted job counts afresh, as
   // ranks of the failed attempt may not all have joined.
-  claim_store_for_job(*store, spec.job_id, "rank " + std::to_string(spec.rank), tcp_store_name(spec));
   const std::string attempt = "lockstep/attempt-" + std::to_string(spec.restart_count) + "/";
   const int64_t joined = store->add(attempt + "joined", 1);
   const int64_t round = (joined - 1) / spec.world_size;
