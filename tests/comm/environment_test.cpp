@@ -7,19 +7,14 @@
 #include "comm/transports/device_call.h"
 #include "comm/transports/device_transports.h"
 #include "comm/world/environment.h"
+#include "support/env_lookup.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 
 namespace lockstep {
 namespace {
 
-EnvLookup env_of(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    const auto found = values.find(name);
-    if (found == values.end()) return std::nullopt;
-    return found->second;
-  };
-}
+using testing::env_of;
 
 std::string error_of(const InitOptions& options, std::map<std::string, std::string> env) {
   try {

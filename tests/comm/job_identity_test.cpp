@@ -4,11 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "lockstep/error.h"
+#include "support/env_lookup.h"
 
 namespace lockstep {
 namespace {
@@ -43,15 +42,10 @@ TEST(JobIdentity, AStoreRefusesAnotherJobAndKeepsItsOwn) {
 }
 
 TEST(JobIdentity, LockstepJobIdWinsOverSlurms) {
-  auto env = [](std::map<std::string, std::string> values) -> EnvLookup {
-    return [values](const std::string& name) -> std::optional<std::string> {
-      const auto found = values.find(name);
-      return found == values.end() ? std::nullopt : std::optional<std::string>(found->second);
-    };
-  };
-  EXPECT_EQ(job_id_of(env({})), "");
-  EXPECT_EQ(job_id_of(env({{"SLURM_JOB_ID", "7"}})), "7");
-  EXPECT_EQ(job_id_of(env({{"SLURM_JOB_ID", "7"}, {"LOCKSTEP_JOB_ID", "train-a"}})), "train-a");
+  using testing::env_of;
+  EXPECT_EQ(job_id_of(env_of({})), "");
+  EXPECT_EQ(job_id_of(env_of({{"SLURM_JOB_ID", "7"}})), "7");
+  EXPECT_EQ(job_id_of(env_of({{"SLURM_JOB_ID", "7"}, {"LOCKSTEP_JOB_ID", "train-a"}})), "train-a");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "comm/world/environment.h"
+#include "support/env_lookup.h"
 #include "comm/world/slurm_step.h"
 #include "lockstep/error.h"
 
@@ -13,13 +14,7 @@ namespace {
 
 using Names = std::vector<std::string>;
 
-EnvLookup env_of(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    const auto found = values.find(name);
-    if (found == values.end()) return std::nullopt;
-    return found->second;
-  };
-}
+using testing::env_of;
 
 template <typename Call>
 std::string error_of(Call call) {

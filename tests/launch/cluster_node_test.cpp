@@ -7,19 +7,14 @@
 #include <map>
 
 #include "lockstep/error.h"
+#include "support/env_lookup.h"
 
 namespace lockstep::launch {
 namespace {
 
 using Variables = std::map<std::string, std::string>;
 
-EnvLookup env_of(Variables values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    const auto found = values.find(name);
-    if (found == values.end()) return std::nullopt;
-    return found->second;
-  };
-}
+using testing::env_of;
 
 // The second pod of a PyTorchJob with two workers, as the operator sets it: RANK is the pod's index.
 Variables second_pod() {
