@@ -248,6 +248,25 @@ TEST(Rendezvous, RankThatNeverArrivesIsNamed) {
   }
 }
 
+// Rank 0 hosts the TCP store and, started first, gives up first, taking the store along:
+// the rank that gives up after it still names only the rank it never saw.
+TEST(Rendezvous, TheStoreLeavingFirstDoesNotMakeItsHostMissing) {
+  const auto env_of_rank = tcp_world(3, {{"LOCKSTEP_TIMEOUT", "4"}});
+  std::vector<std::unique_ptr<ToolProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> env;
+    for (const auto& [name, value] : env_of_rank(rank)) env.push_back(name + "=" + value);
+    ranks.push_back(std::make_unique<ToolProcess>(worker("init-only"), env,
+                                                  [](const std::string& entry) { return !is_launcher_variable(entry); }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  }
+  for (auto& rank : ranks) {
+    ASSERT_TRUE(rank->wait_for_exit(std::chrono::seconds(30)));
+    EXPECT_NE(rank->exit_code(), 0);
+    EXPECT_TRUE(contains(rank->stderr_text(), ": rank(s) 2 never arrived (world size 3)")) << rank->stderr_text();
+  }
+}
+
 struct BadConfig {
   Env env;
   std::string message;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -197,25 +198,47 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
   store.set(key + "/" + std::to_string(spec.rank), std::vector<char>(value.begin(), value.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < spec.world_size; ++r) keys.push_back(key + "/" + std::to_string(r));
-  try {
-    store.wait(keys, spec.timeout);
-  } catch (const std::exception&) {
-    // A key that is there answers at once; only absent ones use up their short wait. This
-    // rank's own key was set above (a store that vanished since must not make it "missing").
-    std::ostringstream missing;
+  // Waited for in slices of at most a second, remembering after each which keys have come:
+  // the ranks named at the end are those never seen, even when the store went away first
+  // (rank 0, its host, giving up a moment earlier takes it along).
+  std::vector<bool> seen(spec.world_size, false);
+  seen[spec.rank] = true;
+  const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
+  for (;;) {
+    std::vector<std::string> waiting;
     for (int r = 0; r < spec.world_size; ++r) {
-      if (r == spec.rank) continue;
-      try {
-        store.wait({keys[r]}, std::min(spec.timeout, std::chrono::milliseconds(250)));
-      } catch (const std::exception&) {
-        missing << (missing.tellp() > 0 ? ", " : "") << r;
-      }
+      if (!seen[r]) waiting.push_back(keys[r]);
     }
-    throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " +
-                       store_name(spec) + " timed out after " + seconds(spec.timeout) +
-                       ": rank(s) " + missing.str() + " never arrived (world size " +
-                       std::to_string(spec.world_size) +
-                       "); check that every worker started with the same settings");
+    if (waiting.empty()) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      std::ostringstream missing;
+      for (int r = 0; r < spec.world_size; ++r) {
+        if (!seen[r]) missing << (missing.tellp() > 0 ? ", " : "") << r;
+      }
+      throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " +
+                         store_name(spec) + " timed out after " + seconds(spec.timeout) +
+                         ": rank(s) " + missing.str() + " never arrived (world size " +
+                         std::to_string(spec.world_size) +
+                         "); check that every worker started with the same settings");
+    }
+    const auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
+                                std::chrono::milliseconds(1000));
+    try {
+      store.wait(waiting, slice);
+      std::fill(seen.begin(), seen.end(), true);
+    } catch (const std::exception&) {
+      // A key that is there answers at once.
+      for (int r = 0; r < spec.world_size; ++r) {
+        if (seen[r]) continue;
+        try {
+          store.wait({keys[r]}, std::chrono::milliseconds(1));
+          seen[r] = true;
+        } catch (const std::exception&) {
+        }
+      }
+      std::this_thread::sleep_until(now + slice);  // a store that is gone fails at once
+    }
   }
   std::vector<std::string> all;
   for (const auto& k : keys) {
