@@ -65,6 +65,9 @@ class TorchStore : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override {
     store_->wait(prefixed(keys), timeout);
   }
+  // Whether all `keys` are there, without waiting: a wait that times out leaves its waiter
+  // registered on c10d's connection, whose late answer would then be read as another's.
+  bool check(const std::vector<std::string>& keys) { return store_->check(prefixed(keys)); }
 
  private:
   std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {
@@ -75,6 +78,13 @@ class TorchStore : public gloo::rendezvous::Store {
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string prefix_;
+};
+
+// gloo's file store, with its check (whether keys are there, without waiting) made public.
+class FileStore : public gloo::rendezvous::FileStore {
+ public:
+  using gloo::rendezvous::FileStore::check;
+  using gloo::rendezvous::FileStore::FileStore;
 };
 
 std::string tcp_store_name(const WorldSpec& spec) {
@@ -129,7 +139,7 @@ StorePtr open_file_store(const WorldSpec& spec) {
                       "; pass a directory every rank can write to");
   }
   std::filesystem::remove(probe, error);
-  return std::make_shared<gloo::rendezvous::FileStore>(spec.file_path);
+  return std::make_shared<FileStore>(spec.file_path);
 }
 
 StorePtr open_store(const WorldSpec& spec) {
@@ -198,12 +208,19 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
   store.set(key + "/" + std::to_string(spec.rank), std::vector<char>(value.begin(), value.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < spec.world_size; ++r) keys.push_back(key + "/" + std::to_string(r));
-  // Waited for in slices of at most a second, remembering after each which keys have come:
-  // the ranks named at the end are those never seen, even when the store went away first
-  // (rank 0, its host, giving up a moment earlier takes it along).
+  // Polled without waiting (checks), remembering which keys have come: the ranks named at
+  // the end are those never seen, even when the store went away first (rank 0, its host,
+  // giving up a moment earlier takes it along).
+  const auto present = [&store](const std::vector<std::string>& some) {
+    if (auto* torch_store = dynamic_cast<TorchStore*>(&store)) return torch_store->check(some);
+    if (auto* file_store = dynamic_cast<FileStore*>(&store)) return file_store->check(some);
+    store.wait(some, std::chrono::milliseconds(1));  // in memory (a world of one): no connection to confuse
+    return true;
+  };
   std::vector<bool> seen(spec.world_size, false);
   seen[spec.rank] = true;
   const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
+  auto last_sweep = std::chrono::steady_clock::time_point();
   for (;;) {
     std::vector<std::string> waiting;
     for (int r = 0; r < spec.world_size; ++r) {
@@ -211,34 +228,33 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
     }
     if (waiting.empty()) break;
     const auto now = std::chrono::steady_clock::now();
+    try {
+      if (present(waiting)) {
+        std::fill(seen.begin(), seen.end(), true);
+        continue;
+      }
+      // Key by key once a second (one request each), and at the end, to name the missing.
+      if (now - last_sweep >= std::chrono::seconds(1) || now >= deadline) {
+        last_sweep = now;
+        for (int r = 0; r < spec.world_size; ++r) {
+          if (!seen[r] && present({keys[r]})) seen[r] = true;
+        }
+      }
+    } catch (const std::exception&) {  // the store is gone: what was seen stays seen
+    }
     if (now >= deadline) {
       std::ostringstream missing;
       for (int r = 0; r < spec.world_size; ++r) {
         if (!seen[r]) missing << (missing.tellp() > 0 ? ", " : "") << r;
       }
+      if (missing.tellp() == 0) continue;
       throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " +
                          store_name(spec) + " timed out after " + seconds(spec.timeout) +
                          ": rank(s) " + missing.str() + " never arrived (world size " +
                          std::to_string(spec.world_size) +
                          "); check that every worker started with the same settings");
     }
-    const auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
-                                std::chrono::milliseconds(1000));
-    try {
-      store.wait(waiting, slice);
-      std::fill(seen.begin(), seen.end(), true);
-    } catch (const std::exception&) {
-      // A key that is there answers at once.
-      for (int r = 0; r < spec.world_size; ++r) {
-        if (seen[r]) continue;
-        try {
-          store.wait({keys[r]}, std::chrono::milliseconds(1));
-          seen[r] = true;
-        } catch (const std::exception&) {
-        }
-      }
-      std::this_thread::sleep_until(now + slice);  // a store that is gone fails at once
-    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::vector<std::string> all;
   for (const auto& k : keys) {
