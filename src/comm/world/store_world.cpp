@@ -221,6 +221,8 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
   seen[spec.rank] = true;
   const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
   auto last_sweep = std::chrono::steady_clock::time_point();
+  // Short at first, for a quick rendezvous; longer while ranks are late, to spare the store.
+  auto pause = std::chrono::milliseconds(2);
   for (;;) {
     std::vector<std::string> waiting;
     for (int r = 0; r < spec.world_size; ++r) {
@@ -254,7 +256,8 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
                          std::to_string(spec.world_size) +
                          "); check that every worker started with the same settings");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
   std::vector<std::string> all;
   for (const auto& k : keys) {
