@@ -1,5 +1,6 @@
 #include "support/slurm_cluster.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -80,6 +81,17 @@ std::string SlurmCluster::wait_for_state(const std::string& id, const std::vecto
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   return state;
+}
+
+std::chrono::seconds SlurmCluster::run_time(const std::string& id) const {
+  // [D-]HH:MM:SS, as scontrol prints it.
+  const std::string text = job(id)["RunTime"];
+  int days = 0, hours = 0, minutes = 0, seconds = 0;
+  const bool parsed = text.find('-') == std::string::npos
+                          ? std::sscanf(text.c_str(), "%d:%d:%d", &hours, &minutes, &seconds) == 3
+                          : std::sscanf(text.c_str(), "%d-%d:%d:%d", &days, &hours, &minutes, &seconds) == 4;
+  if (!parsed) throw std::runtime_error("job " + id + " has no RunTime in scontrol's answer: '" + text + "'");
+  return std::chrono::seconds(((days * 24 + hours) * 60 + minutes) * 60 + seconds);
 }
 
 }  // namespace lockstep::testing

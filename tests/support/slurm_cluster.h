@@ -43,6 +43,9 @@ class SlurmCluster {
   /// when `timeout` passed first.
   std::string wait_for_state(const std::string& id, const std::vector<std::string>& states,
                              std::chrono::seconds timeout) const;
+  /// How long an ended job ran, from its start to its end (RunTime, whole seconds): the
+  /// time the job itself took, without the scheduler's queueing before it.
+  std::chrono::seconds run_time(const std::string& id) const;
 
  private:
   TemporaryDirectory folder_;
