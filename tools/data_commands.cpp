@@ -1,6 +1,7 @@
 #include "data_commands.h"
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "lockstep/error.h"
 #include "lockstep/data/export.h"
 #include "lockstep/data/registry.h"
+#include "lockstep/data/shards.h"
 #include "registry_choice.h"
 
 namespace lockstep::tools {
@@ -25,6 +27,59 @@ int list_datasets(const Registry& registry) {
               << (problem.empty() ? "readable" : "NOT READABLE: " + problem) << "\n";
   }
   return 0;
+}
+
+// "64MB", "512KB", "1GB" or a byte count; K, M and G are powers of 1024.
+size_t parse_byte_size(const std::string& text) {
+  size_t end = 0;
+  unsigned long long count = 0;
+  try {
+    count = std::stoull(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  std::string unit = text.substr(end);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  const std::map<std::string, size_t> scale = {{"", 1}, {"K", 1u << 10}, {"M", 1u << 20}, {"G", size_t{1} << 30}};
+  const auto found = scale.find(unit);
+  if (end == 0 || count == 0 || found == scale.end()) {
+    throw ConfigError("--shard-size " + text + " is not a size such as 64MB, 512KB or 1GB");
+  }
+  return static_cast<size_t>(count) * found->second;
+}
+
+void add_pack_command(CLI::App& data, Action& chosen) {
+  CLI::App* command = data.add_subcommand(
+      "pack", "Write splits of a dataset as tar shards with an index, for type = \"shards\" (see docs/DATA.md)");
+  auto choice = std::make_shared<RegistryChoice>();
+  auto name = std::make_shared<std::string>("fashion-mnist");
+  auto splits = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>();
+  auto shard_size = std::make_shared<std::string>("64MB");
+  command->add_option("--dataset", *name, "Registry name of the dataset to pack")->capture_default_str();
+  command->add_option("--split", *splits, "Split to pack; repeat for several (default: all the entry's splits)");
+  command->add_option("--out", *out, "Folder to write the shards and each split's index into")->required();
+  command->add_option("--shard-size", *shard_size, "Bytes per shard at most, e.g. 64MB")->capture_default_str();
+  choice->add_to(*command);
+  command->callback([=, &chosen] {
+    chosen = [=] {
+      const size_t shard_bytes = parse_byte_size(*shard_size);
+      const Registry registry = choice->load(*name);
+      const auto& entry = registry.at(*name);
+      std::vector<std::string> chosen_splits = *splits;
+      if (chosen_splits.empty()) {
+        for (const auto& [split, location] : entry.splits) chosen_splits.push_back(split);
+      }
+      for (const auto& split : chosen_splits) {
+        const auto dataset = data::open_dataset(entry, split);
+        const auto summary = data::pack_shards(
+            *dataset, split, *out, data::PackOptions().shard_bytes(shard_bytes).class_names(data::class_names(entry)));
+        std::cout << "packed " << summary.samples << " " << split << " examples of " << *name << " into "
+                  << summary.shards << " shard(s), " << summary.bytes << " bytes; index " << summary.index << "\n";
+      }
+      return 0;
+    };
+  });
 }
 
 }  // namespace
@@ -64,6 +119,7 @@ void add_data_command(CLI::App& app, Action& chosen) {
       return 0;
     };
   });
+  add_pack_command(*data, chosen);
 }
 
 }  // namespace lockstep::tools

@@ -27,13 +27,19 @@ struct Slot {
   int64_t skipped = 0;  // added to skipped() when next() hands the batch out
 };
 
+// The sampler walks the dataset's shards unless the options already name them.
+SamplerOptions with_shards_of(const Dataset& dataset, SamplerOptions options) {
+  if (options.shard_sizes().empty()) options.shard_sizes(dataset.shard_sizes());
+  return options;
+}
+
 }  // namespace
 
 struct PrefetchLoader::State {
   State(std::shared_ptr<const Dataset> dataset_in, LoaderOptions options_in)
       : dataset(std::move(dataset_in)),
         options(std::move(options_in)),
-        sampler(dataset->size(), options.sampler()) {}
+        sampler(dataset->size(), with_shards_of(*dataset, options.sampler())) {}
 
   std::shared_ptr<const Dataset> dataset;
   LoaderOptions options;

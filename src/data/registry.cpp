@@ -12,6 +12,7 @@
 #include "lockstep/error.h"
 #include "lockstep/data/fashion_mnist.h"
 #include "lockstep/data/imagenet.h"
+#include "lockstep/data/shards.h"
 
 namespace lockstep::data {
 
@@ -21,13 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kTypes = {"fashion-mnist", "imagenet", "image-folder", "tensors"};
+const std::vector<std::string> kTypes = {"fashion-mnist", "imagenet", "image-folder", "tensors", "shards"};
 
 // Where each type finds its splits when an entry does not say (see docs/DATA.md).
 std::map<std::string, std::string> default_splits(const std::string& type) {
   if (type == "fashion-mnist") return {{"train", "train"}, {"test", "t10k"}};
   if (type == "imagenet") return {{"train", "train"}, {"val", "val"}};
   if (type == "image-folder") return {{"train", "."}};
+  if (type == "shards") return {{"train", "train"}, {"test", "test"}};
   return {{"train", "train.pt"}, {"test", "test.pt"}};
 }
 
@@ -69,7 +71,8 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
   entry.path = text_field(*table, "path", source, entry);
   if (fs::path(entry.path).is_relative() && !base_dir.empty()) entry.path = (fs::path(base_dir) / entry.path).string();
 
-  entry.channels = entry.type == "fashion-mnist" ? 1 : 3;
+  // Shards record their channels in the index: 0 reads them as packed.
+  entry.channels = entry.type == "fashion-mnist" ? 1 : entry.type == "shards" ? 0 : 3;
   if (const toml::node* channels = table->get("channels")) {
     const auto value = channels->value<int64_t>();
     if (!value || (*value != 1 && *value != 3)) reject(place(source, *channels), name, "channels must be 1 or 3");
@@ -131,6 +134,7 @@ std::shared_ptr<Dataset> open_by_type(const DatasetEntry& entry, const std::stri
   if (entry.type == "fashion-mnist") return read_fashion_mnist(entry.path, location);
   if (entry.type == "imagenet") return read_imagenet(entry.path, location, entry.channels);
   if (entry.type == "image-folder") return read_image_folder(path, entry.channels);
+  if (entry.type == "shards") return std::make_shared<ShardDataset>(entry.path, location, ShardOptions().channels(entry.channels));
   if (entry.classes == 0) {
     throw ConfigError("dataset '" + entry.name + "' (" + entry.defined_at +
                       ") is of type tensors and must say how many classes it has (classes = N)");
@@ -221,6 +225,10 @@ std::shared_ptr<Dataset> open_dataset(const DatasetEntry& entry, const std::stri
 std::vector<std::string> class_names(const DatasetEntry& entry) {
   if (!entry.class_names.empty()) return entry.class_names;
   if (entry.type == "fashion-mnist") return fashion_mnist_classes();
+  if (entry.type == "shards" && !entry.splits.empty()) {
+    const auto names = ShardDataset(entry.path, entry.splits.begin()->second).class_names();
+    if (!names.empty()) return names;
+  }
   std::vector<std::string> names;
   for (int64_t c = 0; c < entry.classes; ++c) names.push_back(std::to_string(c));
   return names;

@@ -58,6 +58,39 @@ std::vector<size_t> epoch_order(size_t size, bool shuffle, uint64_t seed, int64_
   return order;
 }
 
+void check_shard_sizes(const SamplerOptions& options, size_t dataset_size) {
+  if (options.shard_sizes().empty()) return;
+  size_t total = 0;
+  for (size_t size : options.shard_sizes()) {
+    if (size == 0) throw ConfigError("DistributedSampler: shard_sizes holds an empty shard");
+    total += size;
+  }
+  if (total != dataset_size) {
+    throw ConfigError("DistributedSampler: shard_sizes add up to " + std::to_string(total) + " examples, not the dataset's " +
+                      std::to_string(dataset_size));
+  }
+}
+
+// The walk cut into windows of `window` samples, each shuffled whole. Unlike a streaming
+// shuffle buffer, whose samples can linger for any number of draws, a window never holds a
+// sample back: reads touch at most the shards one window spans, and a shard is done with
+// once the walk has passed it, so memory for those shards is enough to read each once.
+std::vector<size_t> shuffled_in_windows(std::vector<size_t> walk, size_t window, uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  window = std::max<size_t>(window, 1);
+  for (size_t start = 0; start < walk.size(); start += window) {
+    const size_t end = std::min(start + window, walk.size());
+    for (size_t i = end - 1; i > start; --i) std::swap(walk[i], walk[start + draw_below(engine, i - start + 1)]);
+  }
+  return walk;
+}
+
+[[noreturn]] void too_small_for_drop_last(size_t samples, size_t world, size_t batch) {
+  throw ConfigError("DistributedSampler: dataset of " + std::to_string(samples) +
+                    " examples is too small for world_size " + std::to_string(world) + " x batch_size " +
+                    std::to_string(batch) + " with drop_last; lower batch_size or turn drop_last off");
+}
+
 int64_t read_int(torch::serialize::InputArchive& archive, const char* key) {
   torch::Tensor value;
   archive.read(key, value);
@@ -70,22 +103,22 @@ DistributedSampler::DistributedSampler(size_t dataset_size, SamplerOptions optio
     : dataset_size_(dataset_size), options_(resolve_world(std::move(options))) {
   check_dataset_size(dataset_size_);
   check_options(options_);
+  check_shard_sizes(options_, dataset_size_);
   fill_indices();
 }
 
 void DistributedSampler::fill_indices() {
+  if (!options_.shard_sizes().empty() && options_.shuffle() && options_.even()) {
+    fill_indices_by_shard();
+    return;
+  }
   const size_t world = static_cast<size_t>(options_.world_size());
   const size_t rank = static_cast<size_t>(options_.rank());
   const size_t batch = options_.batch_size();
   size_t per_rank = 0;
   if (options_.drop_last()) {
     per_rank = dataset_size_ / world / batch * batch;
-    if (per_rank == 0) {
-      throw ConfigError("DistributedSampler: dataset of " + std::to_string(dataset_size_) +
-                        " examples is too small for world_size " + std::to_string(world) +
-                        " x batch_size " + std::to_string(batch) +
-                        " with drop_last; lower batch_size or turn drop_last off");
-    }
+    if (per_rank == 0) too_small_for_drop_last(dataset_size_, world, batch);
   } else if (options_.even()) {
     per_rank = (dataset_size_ + world - 1) / world;
   } else {
@@ -99,6 +132,54 @@ void DistributedSampler::fill_indices() {
   for (size_t local = 0; local < per_rank; ++local) {
     indices_[local] = order[(rank + local * world) % dataset_size_];
   }
+}
+
+void DistributedSampler::fill_indices_by_shard() {
+  const std::vector<size_t>& sizes = options_.shard_sizes();
+  const size_t world = static_cast<size_t>(options_.world_size());
+  const size_t rank = static_cast<size_t>(options_.rank());
+  const size_t batch = options_.batch_size();
+  const uint64_t seed = options_.seed();
+  const auto epoch = static_cast<uint64_t>(epoch_);
+  std::vector<size_t> first(sizes.size(), 0);
+  for (size_t shard = 1; shard < sizes.size(); ++shard) first[shard] = first[shard - 1] + sizes[shard - 1];
+  const std::vector<size_t> shard_order = epoch_order(sizes.size(), true, seed, epoch_);
+  // The samples of the shards at positions k, k + step, ... of the epoch's shard order.
+  const auto walk = [&](size_t k, size_t step) {
+    std::vector<size_t> samples;
+    for (; k < shard_order.size(); k += step) {
+      const size_t shard = shard_order[k];
+      for (size_t i = 0; i < sizes[shard]; ++i) samples.push_back(first[shard] + i);
+    }
+    return samples;
+  };
+
+  if (sizes.size() < world) {
+    // Fewer shards than ranks: every rank walks all of them and takes its strided share.
+    const std::vector<size_t> order = shuffled_in_windows(walk(0, 1), options_.shuffle_window(), mix_seed({seed, epoch}));
+    size_t per_rank = (dataset_size_ + world - 1) / world;
+    if (options_.drop_last()) {
+      per_rank = dataset_size_ / world / batch * batch;
+      if (per_rank == 0) too_small_for_drop_last(dataset_size_, world, batch);
+    }
+    indices_.resize(per_rank);
+    for (size_t local = 0; local < per_rank; ++local) indices_[local] = order[(rank + local * world) % dataset_size_];
+    return;
+  }
+  // Each rank its own shards. Ranks may then hold different counts: every rank knows all
+  // counts, so all pad (by repeating their own samples) to the largest, or with drop_last
+  // cut to the smallest in full batches.
+  std::vector<size_t> counts(world, 0);
+  for (size_t k = 0; k < shard_order.size(); ++k) counts[k % world] += sizes[shard_order[k]];
+  size_t per_rank = *std::max_element(counts.begin(), counts.end());
+  if (options_.drop_last()) {
+    per_rank = *std::min_element(counts.begin(), counts.end()) / batch * batch;
+    if (per_rank == 0) too_small_for_drop_last(dataset_size_, world, batch);
+  }
+  const std::vector<size_t> mine =
+      shuffled_in_windows(walk(rank, world), options_.shuffle_window(), mix_seed({seed, epoch, rank + 1}));
+  indices_.resize(per_rank);
+  for (size_t local = 0; local < per_rank; ++local) indices_[local] = mine[local % mine.size()];
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) {
@@ -124,6 +205,7 @@ size_t DistributedSampler::batches_taken() const {
 void DistributedSampler::reset(torch::optional<size_t> new_size) {
   if (new_size.has_value()) {
     check_dataset_size(*new_size);
+    check_shard_sizes(options_, *new_size);
     dataset_size_ = *new_size;
     fill_indices();
   }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -25,6 +26,10 @@ class Dataset {
   virtual int64_t num_classes() const = 0;
   /// Where example `index` comes from, for messages: a file name, or "file #index".
   virtual std::string describe(size_t index) const = 0;
+  /// The sizes of the runs of consecutive examples stored together (a dataset's shards),
+  /// in index order; empty when every order reads equally fast. A sampler keeps each
+  /// rank's reads within few of them at a time.
+  virtual std::vector<size_t> shard_sizes() const { return {}; }
 };
 
 /// Examples held in memory: uint8 images N×C×H×W (or N×H×W, read as one channel) and

@@ -13,9 +13,10 @@ namespace lockstep::data {
 /// One named dataset of a Data.toml registry:
 ///
 ///   [fashion-mnist]
-///   type = "fashion-mnist"        # fashion-mnist, imagenet, image-folder or tensors
+///   type = "fashion-mnist"        # fashion-mnist, imagenet, image-folder, tensors or shards
 ///   path = "/usr/share/datasets/fashion-mnist"
 ///   channels = 1                  # images are read as 1 (gray) or 3 (RGB) channels
+///                                 # (shards: as packed unless given)
 ///   classes = 10                  # a count, or the class names in label order
 ///   splits = { train = "train", test = "t10k" }
 ///
@@ -25,7 +26,7 @@ struct DatasetEntry {
   std::string name;
   std::string type;
   std::string path;
-  int channels = 1;
+  int channels = 1;  // 0 for shards not given any: as the index records
   int64_t classes = 0;                    // 0 when not given
   std::vector<std::string> class_names;   // empty when not given
   std::map<std::string, std::string> splits;

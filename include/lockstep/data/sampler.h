@@ -24,12 +24,24 @@ struct SamplerOptions {
   /// Off: each sample exactly once, no padding, so ranks may get one batch more or less
   /// than each other. Only for evaluation, where no collective runs per batch.
   TORCH_ARG(bool, even) = true;
+  /// The dataset's shards (Dataset::shard_sizes(); PrefetchLoader fills it in). When
+  /// shuffling with `even`, the epoch then walks whole shards in an order from (seed,
+  /// epoch), each rank its own shards where there are at least as many as ranks, and
+  /// shuffles the walk window by window, so that reads stay within few shards at a time.
+  TORCH_ARG(std::vector<size_t>, shard_sizes);
+  /// Samples shuffled together when walking shards: wider mixes more, but the shards one
+  /// window spans (and the next, for the loader's prefetch) must fit in the dataset's
+  /// memory (ShardOptions::memory_bytes) for each shard to be read once per epoch. 1000
+  /// spans two or three 64 MB shards of ImageNet-sized JPEGs.
+  TORCH_ARG(size_t, shuffle_window) = 1000;
 };
 
 /// Each rank's share of a dataset for one epoch: a global permutation from (seed, epoch),
 /// split strided across ranks (rank r takes positions r, r + N, ...), with the same number
 /// of batches on every rank, so no rank waits at the end of an epoch for peers that have
-/// already stopped. Same seed and epoch give the same order on every machine.
+/// already stopped. Same seed and epoch give the same order on every machine. A sharded
+/// dataset is walked shard by shard instead (SamplerOptions::shard_sizes), with the same
+/// guarantees; padding then repeats a rank's own samples.
 ///
 /// libtorch's DistributedRandomSampler seeds only from the epoch (no user seed) and splits
 /// contiguously; this sampler keeps its interface, so torch::data loaders accept it.
@@ -67,6 +79,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<> {
 
  private:
   void fill_indices();
+  void fill_indices_by_shard();
 
   size_t dataset_size_;
   SamplerOptions options_;

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/arg.h>
+
+#include "lockstep/data/dataset.h"
+
+namespace lockstep::data {
+
+/// How `lockstep data pack` writes a split.
+struct PackOptions {
+  /// A shard ends before the sample that would take it past this many bytes (a sample
+  /// larger than this gets a shard of its own).
+  TORCH_ARG(size_t, shard_bytes) = size_t{64} << 20;
+  /// Written into the index for readers that want names; may be empty.
+  TORCH_ARG(std::vector<std::string>, class_names);
+};
+
+/// What pack_shards wrote.
+struct PackSummary {
+  size_t samples = 0;
+  size_t shards = 0;
+  size_t bytes = 0;
+  std::string index;  // the index file's path
+};
+
+/// Writes split `split` of `dataset` into folder `out` as WebDataset-style tar shards
+/// (<split>-000000.tar, ...: per sample <key>.jpg or <key>.npy and <key>.cls) and their
+/// index <split>.index.json, in the dataset's order. JPEG files are kept byte for byte;
+/// other images are stored as uint8 .npy arrays. Each file is written under a temporary
+/// name and renamed, the index last, so a reader never sees a half-written split.
+PackSummary pack_shards(const Dataset& dataset, const std::string& split, const std::string& out,
+                        PackOptions options = PackOptions());
+
+/// How a ShardDataset reads.
+struct ShardOptions {
+  /// Channels JPEG members decode to (1 or 3); 0 takes those the index records.
+  TORCH_ARG(int, channels) = 0;
+  /// Whole shards kept in memory, least recently used dropped first, up to this many bytes
+  /// (at least one shard is always kept): a shard is read once while the sampler walks it
+  /// (see SamplerOptions::shuffle_window).
+  TORCH_ARG(size_t, memory_bytes) = size_t{512} << 20;
+};
+
+/// A split written by pack_shards, read shard by shard: each shard is read whole the first
+/// time one of its examples is asked for, checked against the index (size, CRC-32), and
+/// kept in memory while it is used. shard_sizes() lets the sampler walk shards, not scatter
+/// across them. A shard that changed, is cut short or holds a bad member throws DataError
+/// naming the shard and the member.
+class ShardDataset : public Dataset {
+ public:
+  /// Opens `<folder>/<split>.index.json`; DataError naming the file when it is missing or bad.
+  ShardDataset(const std::string& folder, const std::string& split, ShardOptions options = ShardOptions());
+  ~ShardDataset() override;
+
+  size_t size() const override;
+  Sample get(size_t index) const override;
+  int64_t num_classes() const override;
+  std::string describe(size_t index) const override;
+  std::vector<size_t> shard_sizes() const override;
+
+  /// The class names the index records (empty when it has none).
+  const std::vector<std::string>& class_names() const;
+  /// How many times a shard was read from its source (a second epoch that fits in memory
+  /// reads none).
+  int64_t shard_reads() const;
+
+ private:
+  struct State;  // index, source and the shards in memory, kept out of this header
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace lockstep::data

@@ -1,0 +1,27 @@
+#pragma once
+
+// Where a shard folder's files come from. One interface for every scheme, so that the
+// dataset neither knows nor cares whether a shard is on local disk or behind a URL, and a
+// new scheme is one more implementation of read().
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lockstep::data {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  /// The whole of file `name` (relative to the folder); DataError naming locate(name) when
+  /// it cannot be read. Safe to call from several threads at once.
+  virtual std::vector<uint8_t> read(const std::string& name) const = 0;
+  /// Where `name` is, for messages: a path or a URL.
+  virtual std::string locate(const std::string& name) const = 0;
+};
+
+/// The source for a folder given as a local path.
+std::shared_ptr<ByteSource> open_byte_source(const std::string& folder);
+
+}  // namespace lockstep::data

@@ -1,0 +1,227 @@
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <list>
+#include <map>
+#include <mutex>
+
+#include "data/byte_source.h"
+#include "data/npy_format.h"
+#include "data/shard_index.h"
+#include "data/tar_format.h"
+#include "lockstep/data/jpeg.h"
+#include "lockstep/data/shards.h"
+#include "lockstep/error.h"
+
+namespace lockstep::data {
+namespace {
+
+// One sample's members inside its shard.
+struct SampleMembers {
+  std::string key;
+  TarMember image;
+  std::string image_kind;  // "jpg" or "npy"
+  TarMember label;
+};
+
+struct LoadedShard {
+  std::vector<uint8_t> bytes;
+  std::vector<SampleMembers> samples;
+};
+using ShardFuture = std::shared_future<std::shared_ptr<const LoadedShard>>;
+
+// WebDataset's convention: a member's key is its path up to the first dot of its file
+// name, and the rest is its kind (000123.cls, 000123.jpg).
+std::pair<std::string, std::string> key_and_kind(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
+  if (dot == std::string::npos) return {name, ""};
+  std::string kind = name.substr(dot + 1);
+  std::transform(kind.begin(), kind.end(), kind.begin(), [](unsigned char c) { return std::tolower(c); });
+  return {name.substr(0, dot), kind};
+}
+
+std::vector<SampleMembers> group_samples(const std::vector<TarMember>& members, const std::string& shard) {
+  std::vector<SampleMembers> samples;
+  std::vector<bool> has_label;
+  for (const TarMember& member : members) {
+    const auto [key, kind] = key_and_kind(member.name);
+    if (samples.empty() || samples.back().key != key) {
+      samples.push_back({key, {}, "", {}});
+      has_label.push_back(false);
+    }
+    SampleMembers& sample = samples.back();
+    if (kind == "jpg" || kind == "jpeg" || kind == "npy") {
+      sample.image = member;
+      sample.image_kind = kind == "npy" ? "npy" : "jpg";
+    } else if (kind == "cls") {
+      sample.label = member;
+      has_label.back() = true;
+    } else if (kind == "png") {
+      throw DataError(shard + " member " + member.name +
+                      ": PNG is not read (none of lockstep's dependencies decodes it); pack images as JPEG or .npy");
+    }
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].image_kind.empty()) throw DataError(shard + " sample " + samples[i].key + " has no .jpg or .npy member");
+    if (!has_label[i]) throw DataError(shard + " sample " + samples[i].key + " has no .cls member");
+  }
+  return samples;
+}
+
+int64_t parse_label(const uint8_t* text, size_t size, int64_t classes, const std::string& source) {
+  std::string digits(reinterpret_cast<const char*>(text), size);
+  while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.back()))) digits.pop_back();
+  const bool numeric = !digits.empty() && digits.size() < 19 &&
+                       std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); });
+  const int64_t label = numeric ? std::stoll(digits) : -1;
+  if (label < 0 || label >= classes) {
+    throw DataError(source + " holds '" + digits + "', not a class index in [0, " + std::to_string(classes) + ")");
+  }
+  return label;
+}
+
+}  // namespace
+
+struct ShardDataset::State {
+  ShardOptions options;
+  std::shared_ptr<ByteSource> source;
+  std::string index_file;
+  ShardIndex index;
+  std::vector<size_t> first_sample;  // of each shard, and the total at the end
+
+  std::mutex mutex;
+  std::map<size_t, ShardFuture> in_memory;  // by shard number, loaded or being loaded
+  std::list<size_t> recency;                // most recently used first
+  size_t bytes_in_memory = 0;
+  std::atomic<int64_t> reads{0};
+
+  size_t shard_of(size_t index) const {
+    return static_cast<size_t>(std::upper_bound(first_sample.begin(), first_sample.end(), index) - first_sample.begin()) - 1;
+  }
+
+  std::shared_ptr<const LoadedShard> load(size_t shard) {
+    const ShardEntry& entry = index.shards[shard];
+    const std::string where = source->locate(entry.name);
+    auto loaded = std::make_shared<LoadedShard>();
+    loaded->bytes = source->read(entry.name);
+    ++reads;
+    if (loaded->bytes.size() != entry.bytes) {
+      throw DataError(where + " has " + std::to_string(loaded->bytes.size()) + " bytes, but " + index_file + " says " +
+                      std::to_string(entry.bytes) + ": the shard was cut short or changed since it was packed");
+    }
+    const uint32_t crc = crc32_of(loaded->bytes.data(), loaded->bytes.size());
+    if (crc != entry.crc32) {
+      throw DataError(where + " does not match its checksum in " + index_file +
+                      ": the shard is corrupt or changed since it was packed");
+    }
+    loaded->samples = group_samples(list_tar(loaded->bytes.data(), loaded->bytes.size(), where), where);
+    if (loaded->samples.size() != entry.samples) {
+      throw DataError(where + " holds " + std::to_string(loaded->samples.size()) + " samples, but " + index_file +
+                      " says " + std::to_string(entry.samples));
+    }
+    return loaded;
+  }
+
+  // The shard from memory, or read once however many loader threads ask for it at once.
+  std::shared_ptr<const LoadedShard> shard(size_t number) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (auto found = in_memory.find(number); found != in_memory.end()) {
+      recency.remove(number);
+      recency.push_front(number);
+      ShardFuture future = found->second;
+      lock.unlock();
+      return future.get();
+    }
+    std::promise<std::shared_ptr<const LoadedShard>> promise;
+    ShardFuture future = promise.get_future().share();
+    in_memory.emplace(number, future);
+    recency.push_front(number);
+    bytes_in_memory += index.shards[number].bytes;
+    while (bytes_in_memory > options.memory_bytes() && recency.size() > 1) {
+      const size_t oldest = recency.back();
+      recency.pop_back();
+      in_memory.erase(oldest);
+      bytes_in_memory -= index.shards[oldest].bytes;
+    }
+    lock.unlock();
+    try {
+      promise.set_value(load(number));
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+      // Not kept: a later read (the next epoch, or a retry) tries the source again.
+      std::lock_guard<std::mutex> relock(mutex);
+      if (auto found = in_memory.find(number); found != in_memory.end()) {
+        in_memory.erase(found);
+        recency.remove(number);
+        bytes_in_memory -= index.shards[number].bytes;
+      }
+    }
+    return future.get();
+  }
+};
+
+ShardDataset::ShardDataset(const std::string& folder, const std::string& split, ShardOptions options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  if (options.channels() != 0 && options.channels() != 1 && options.channels() != 3) {
+    throw ConfigError("ShardOptions::channels " + std::to_string(options.channels()) + " must be 0, 1 or 3");
+  }
+  s.options = options;
+  s.source = open_byte_source(folder);
+  const std::string name = index_file_name(split);
+  s.index_file = s.source->locate(name);
+  const std::vector<uint8_t> text = s.source->read(name);
+  s.index = index_from_json(std::string(text.begin(), text.end()), s.index_file);
+  if (s.options.channels() == 0) s.options.channels(s.index.channels);
+  s.first_sample.push_back(0);
+  for (const auto& shard : s.index.shards) s.first_sample.push_back(s.first_sample.back() + shard.samples);
+}
+
+ShardDataset::~ShardDataset() = default;
+
+size_t ShardDataset::size() const { return state_->first_sample.back(); }
+
+int64_t ShardDataset::num_classes() const { return state_->index.classes; }
+
+const std::vector<std::string>& ShardDataset::class_names() const { return state_->index.class_names; }
+
+int64_t ShardDataset::shard_reads() const { return state_->reads.load(); }
+
+std::vector<size_t> ShardDataset::shard_sizes() const {
+  std::vector<size_t> sizes;
+  for (const auto& shard : state_->index.shards) sizes.push_back(shard.samples);
+  return sizes;
+}
+
+std::string ShardDataset::describe(size_t index) const {
+  const State& s = *state_;
+  const size_t shard = s.shard_of(index);
+  return s.source->locate(s.index.shards[shard].name) + " sample #" + std::to_string(index - s.first_sample[shard]);
+}
+
+Sample ShardDataset::get(size_t index) const {
+  State& s = *state_;
+  if (index >= size()) throw DataError(describe(0) + ": example " + std::to_string(index) + " is past the split's end");
+  const size_t number = s.shard_of(index);
+  const std::shared_ptr<const LoadedShard> shard = s.shard(number);
+  const SampleMembers& members = shard->samples[index - s.first_sample[number]];
+  const std::string where = s.source->locate(s.index.shards[number].name) + " member " + members.key;
+  const uint8_t* bytes = shard->bytes.data();
+
+  Sample sample;
+  if (members.image_kind == "jpg") {
+    const std::vector<uint8_t> jpeg(bytes + members.image.offset, bytes + members.image.offset + members.image.size);
+    sample.image = decode_jpeg(jpeg, s.options.channels(), where + ".jpg");
+  } else {
+    sample.image = decode_npy_image(bytes + members.image.offset, members.image.size, where + ".npy");
+    if (sample.image.size(0) != s.options.channels()) {
+      throw DataError(where + ".npy has " + std::to_string(sample.image.size(0)) + " channels, not the " +
+                      std::to_string(s.options.channels()) + " asked for");
+    }
+  }
+  sample.label = parse_label(bytes + members.label.offset, members.label.size, s.index.classes, where + ".cls");
+  return sample;
+}
+
+}  // namespace lockstep::data
