@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lockstep builds and tests with; skips what is present.
 # With --test, also what the tests use besides (Python's torch, to make TorchScript models
-# and read exported weights; a real Slurm, which tests/cluster starts in network namespaces);
+# and read exported weights; a real Slurm, which tests/cluster starts in network namespaces;
+# nginx and openssl, which the data tests start to serve shards over HTTP and HTTPS);
 # with --bench, what the benchmarks compare against (PyTorch's
 # Python DDP).
 set -euo pipefail
@@ -11,9 +12,10 @@ packages=(
   libtorch-dev libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev googletest libcli11-dev
   libtomlplusplus-dev libturbojpeg0-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev
+  libcurl4-openssl-dev
 )
 case "${1:-}" in
-  --test) packages+=(python3-torch slurm-wlm munge) ;;
+  --test) packages+=(python3-torch slurm-wlm munge nginx openssl) ;;
   --bench) packages+=(python3-torch) ;;
 esac
 

@@ -2,12 +2,14 @@
 
 // Where a shard folder's files come from. One interface for every scheme, so that the
 // dataset neither knows nor cares whether a shard is on local disk or behind a URL, and a
-// new scheme is one more implementation of read().
+// new scheme (s3://) is one more implementation of read().
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "lockstep/data/shards.h"
 
 namespace lockstep::data {
 
@@ -21,7 +23,10 @@ class ByteSource {
   virtual std::string locate(const std::string& name) const = 0;
 };
 
-/// The source for a folder given as a local path.
-std::shared_ptr<ByteSource> open_byte_source(const std::string& folder);
+/// The source for a folder given as a local path or an http:// or https:// URL.
+std::shared_ptr<ByteSource> open_byte_source(const std::string& folder, const ShardOptions& options);
+
+/// An http:// or https:// folder (http_source.cpp).
+std::shared_ptr<ByteSource> open_http_source(const std::string& url, const ShardOptions& options);
 
 }  // namespace lockstep::data

@@ -69,7 +69,19 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
     reject(place(source, *table->get("type")), name, "has unknown type '" + entry.type + "' (known: " + joined(kTypes) + ")");
   }
   entry.path = text_field(*table, "path", source, entry);
-  if (fs::path(entry.path).is_relative() && !base_dir.empty()) entry.path = (fs::path(base_dir) / entry.path).string();
+  const auto local = [&](const std::string& path) {
+    return fs::path(path).is_relative() && !base_dir.empty() && path.find("://") == std::string::npos;
+  };
+  if (local(entry.path)) entry.path = (fs::path(base_dir) / entry.path).string();
+  if (table->get("ca_file") != nullptr) {
+    entry.ca_file = text_field(*table, "ca_file", source, entry);
+    if (local(entry.ca_file)) entry.ca_file = (fs::path(base_dir) / entry.ca_file).string();
+  }
+  if (const toml::node* timeout = table->get("timeout")) {
+    const auto seconds = timeout->value<double>();
+    if (!seconds || *seconds <= 0) reject(place(source, *timeout), name, "timeout must be a positive number of seconds");
+    entry.timeout = *seconds;
+  }
 
   // Shards record their channels in the index: 0 reads them as packed.
   entry.channels = entry.type == "fashion-mnist" ? 1 : entry.type == "shards" ? 0 : 3;
@@ -129,12 +141,18 @@ std::string split_location(const DatasetEntry& entry, const std::string& split) 
   return found->second;
 }
 
+ShardOptions shard_options(const DatasetEntry& entry) {
+  ShardOptions options = ShardOptions().channels(entry.channels).ca_file(entry.ca_file);
+  if (entry.timeout > 0) options.timeout(entry.timeout);
+  return options;
+}
+
 std::shared_ptr<Dataset> open_by_type(const DatasetEntry& entry, const std::string& location) {
   const std::string path = (fs::path(entry.path) / location).lexically_normal().string();
   if (entry.type == "fashion-mnist") return read_fashion_mnist(entry.path, location);
   if (entry.type == "imagenet") return read_imagenet(entry.path, location, entry.channels);
   if (entry.type == "image-folder") return read_image_folder(path, entry.channels);
-  if (entry.type == "shards") return std::make_shared<ShardDataset>(entry.path, location, ShardOptions().channels(entry.channels));
+  if (entry.type == "shards") return std::make_shared<ShardDataset>(entry.path, location, shard_options(entry));
   if (entry.classes == 0) {
     throw ConfigError("dataset '" + entry.name + "' (" + entry.defined_at +
                       ") is of type tensors and must say how many classes it has (classes = N)");
@@ -226,7 +244,7 @@ std::vector<std::string> class_names(const DatasetEntry& entry) {
   if (!entry.class_names.empty()) return entry.class_names;
   if (entry.type == "fashion-mnist") return fashion_mnist_classes();
   if (entry.type == "shards" && !entry.splits.empty()) {
-    const auto names = ShardDataset(entry.path, entry.splits.begin()->second).class_names();
+    const auto names = ShardDataset(entry.path, entry.splits.begin()->second, shard_options(entry)).class_names();
     if (!names.empty()) return names;
   }
   std::vector<std::string> names;

@@ -168,7 +168,7 @@ ShardDataset::ShardDataset(const std::string& folder, const std::string& split, 
     throw ConfigError("ShardOptions::channels " + std::to_string(options.channels()) + " must be 0, 1 or 3");
   }
   s.options = options;
-  s.source = open_byte_source(folder);
+  s.source = open_byte_source(folder, options);
   const std::string name = index_file_name(split);
   s.index_file = s.source->locate(name);
   const std::vector<uint8_t> text = s.source->read(name);

@@ -20,6 +20,8 @@ namespace lockstep::data {
 ///   classes = 10                  # a count, or the class names in label order
 ///   splits = { train = "train", test = "t10k" }
 ///
+/// A "shards" entry's path may be an http:// or https:// URL, with `ca_file` (a PEM file of
+/// certificate authorities to trust) and `timeout` (seconds a connection may stall).
 /// A split names where its examples are, relative to `path`; each type has defaults (see
 /// docs/DATA.md). Relative paths are relative to the registry file.
 struct DatasetEntry {
@@ -30,6 +32,8 @@ struct DatasetEntry {
   int64_t classes = 0;                    // 0 when not given
   std::vector<std::string> class_names;   // empty when not given
   std::map<std::string, std::string> splits;
+  std::string ca_file;                    // shards over https: a private CA to trust
+  double timeout = 0;                     // shards over http(s): seconds before a retry; 0: ShardOptions' default
   std::string defined_at;                 // "file:line", for messages
 };
 

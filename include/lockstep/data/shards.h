@@ -44,16 +44,27 @@ struct ShardOptions {
   /// (at least one shard is always kept): a shard is read once while the sampler walks it
   /// (see SamplerOptions::shuffle_window).
   TORCH_ARG(size_t, memory_bytes) = size_t{512} << 20;
+  /// For https:// folders: a PEM file of certificate authorities to trust (a private CA);
+  /// empty trusts the system's. Certificates are always verified.
+  TORCH_ARG(std::string, ca_file);
+  /// Seconds an HTTP(S) connection may take to open or a transfer may stall before it is
+  /// retried. Resets, stalls and 5xx answers are retried with exponential backoff for at
+  /// most 4 x timeout in all; 4xx answers are not.
+  TORCH_ARG(double, timeout) = 30;
+  /// HTTP(S) connections this dataset keeps open at most (reused between shards).
+  TORCH_ARG(int, connections) = 4;
 };
 
-/// A split written by pack_shards, read shard by shard: each shard is read whole the first
+/// A split written by pack_shards, from local disk or an HTTP(S) server (libcurl, TLS
+/// verified, connections reused), read shard by shard: each shard is read whole the first
 /// time one of its examples is asked for, checked against the index (size, CRC-32), and
 /// kept in memory while it is used. shard_sizes() lets the sampler walk shards, not scatter
 /// across them. A shard that changed, is cut short or holds a bad member throws DataError
 /// naming the shard and the member.
 class ShardDataset : public Dataset {
  public:
-  /// Opens `<folder>/<split>.index.json`; DataError naming the file when it is missing or bad.
+  /// Opens `<folder>/<split>.index.json`; `folder` is a local path or an http:// or https://
+  /// URL. DataError naming the file or URL (and the HTTP status) when it is missing or bad.
   ShardDataset(const std::string& folder, const std::string& split, ShardOptions options = ShardOptions());
   ~ShardDataset() override;
 
