@@ -100,6 +100,17 @@ class FirstExamples : public Dataset {
   Sample get(size_t index) const override { return all_->get(index); }
   int64_t num_classes() const override { return all_->num_classes(); }
   std::string describe(size_t index) const override { return all_->describe(index); }
+  // The shards that hold the first count_ examples, the last one cut.
+  std::vector<size_t> shard_sizes() const override {
+    std::vector<size_t> sizes;
+    size_t taken = 0;
+    for (size_t size : all_->shard_sizes()) {
+      if (taken == count_) break;
+      sizes.push_back(std::min(size, count_ - taken));
+      taken += sizes.back();
+    }
+    return sizes;
+  }
 
  private:
   std::shared_ptr<const Dataset> all_;

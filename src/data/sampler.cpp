@@ -139,47 +139,34 @@ void DistributedSampler::fill_indices_by_shard() {
   const size_t world = static_cast<size_t>(options_.world_size());
   const size_t rank = static_cast<size_t>(options_.rank());
   const size_t batch = options_.batch_size();
-  const uint64_t seed = options_.seed();
-  const auto epoch = static_cast<uint64_t>(epoch_);
   std::vector<size_t> first(sizes.size(), 0);
   for (size_t shard = 1; shard < sizes.size(); ++shard) first[shard] = first[shard - 1] + sizes[shard - 1];
-  const std::vector<size_t> shard_order = epoch_order(sizes.size(), true, seed, epoch_);
-  // The samples of the shards at positions k, k + step, ... of the epoch's shard order.
-  const auto walk = [&](size_t k, size_t step) {
-    std::vector<size_t> samples;
-    for (; k < shard_order.size(); k += step) {
-      const size_t shard = shard_order[k];
-      for (size_t i = 0; i < sizes[shard]; ++i) samples.push_back(first[shard] + i);
-    }
-    return samples;
-  };
 
-  if (sizes.size() < world) {
-    // Fewer shards than ranks: every rank walks all of them and takes its strided share.
-    const std::vector<size_t> order = shuffled_in_windows(walk(0, 1), options_.shuffle_window(), mix_seed({seed, epoch}));
-    size_t per_rank = (dataset_size_ + world - 1) / world;
-    if (options_.drop_last()) {
-      per_rank = dataset_size_ / world / batch * batch;
-      if (per_rank == 0) too_small_for_drop_last(dataset_size_, world, batch);
-    }
-    indices_.resize(per_rank);
-    for (size_t local = 0; local < per_rank; ++local) indices_[local] = order[(rank + local * world) % dataset_size_];
-    return;
+  // The epoch's walk: every shard whole, in an order from (seed, epoch). Each rank takes a
+  // contiguous stretch of it, so it reads its own run of shards and shares at most the one
+  // at each end with a neighbour; stretches differ by one sample at most, so the count per
+  // rank is the same every epoch whatever the shards' sizes (one shard on three ranks too).
+  std::vector<size_t> walk;
+  walk.reserve(dataset_size_);
+  for (size_t shard : epoch_order(sizes.size(), true, options_.seed(), epoch_)) {
+    for (size_t i = 0; i < sizes[shard]; ++i) walk.push_back(first[shard] + i);
   }
-  // Each rank its own shards. Ranks may then hold different counts: every rank knows all
-  // counts, so all pad (by repeating their own samples) to the largest, or with drop_last
-  // cut to the smallest in full batches.
-  std::vector<size_t> counts(world, 0);
-  for (size_t k = 0; k < shard_order.size(); ++k) counts[k % world] += sizes[shard_order[k]];
-  size_t per_rank = *std::max_element(counts.begin(), counts.end());
+  const auto begin = walk.begin() + static_cast<std::ptrdiff_t>(rank * dataset_size_ / world);
+  const auto end = walk.begin() + static_cast<std::ptrdiff_t>((rank + 1) * dataset_size_ / world);
+  const std::vector<size_t> mine = shuffled_in_windows(
+      std::vector<size_t>(begin, end), options_.shuffle_window(),
+      mix_seed({options_.seed(), static_cast<uint64_t>(epoch_), rank}));
+
+  size_t per_rank = (dataset_size_ + world - 1) / world;
   if (options_.drop_last()) {
-    per_rank = *std::min_element(counts.begin(), counts.end()) / batch * batch;
+    per_rank = dataset_size_ / world / batch * batch;
     if (per_rank == 0) too_small_for_drop_last(dataset_size_, world, batch);
   }
-  const std::vector<size_t> mine =
-      shuffled_in_windows(walk(rank, world), options_.shuffle_window(), mix_seed({seed, epoch, rank + 1}));
-  indices_.resize(per_rank);
-  for (size_t local = 0; local < per_rank; ++local) indices_[local] = mine[local % mine.size()];
+  indices_.assign(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(std::min(per_rank, mine.size())));
+  // Padding (one sample at most, or more where ranks outnumber samples) repeats the last
+  // samples read, whose shard is still in memory.
+  const std::vector<size_t>& pool = mine.empty() ? walk : mine;
+  for (size_t pad = 0; indices_.size() < per_rank; ++pad) indices_.push_back(pool[pool.size() - 1 - pad % pool.size()]);
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) {

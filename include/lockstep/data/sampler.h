@@ -26,8 +26,8 @@ struct SamplerOptions {
   TORCH_ARG(bool, even) = true;
   /// The dataset's shards (Dataset::shard_sizes(); PrefetchLoader fills it in). When
   /// shuffling with `even`, the epoch then walks whole shards in an order from (seed,
-  /// epoch), each rank its own shards where there are at least as many as ranks, and
-  /// shuffles the walk window by window, so that reads stay within few shards at a time.
+  /// epoch), each rank a contiguous stretch of that walk (its own run of shards), shuffled
+  /// window by window, so that reads stay within few shards at a time.
   TORCH_ARG(std::vector<size_t>, shard_sizes);
   /// Samples shuffled together when walking shards: wider mixes more, but the shards one
   /// window spans (and the next, for the loader's prefetch) must fit in the dataset's
@@ -41,7 +41,7 @@ struct SamplerOptions {
 /// of batches on every rank, so no rank waits at the end of an epoch for peers that have
 /// already stopped. Same seed and epoch give the same order on every machine. A sharded
 /// dataset is walked shard by shard instead (SamplerOptions::shard_sizes), with the same
-/// guarantees; padding then repeats a rank's own samples.
+/// guarantees.
 ///
 /// libtorch's DistributedRandomSampler seeds only from the epoch (no user seed) and splits
 /// contiguously; this sampler keeps its interface, so torch::data loaders accept it.

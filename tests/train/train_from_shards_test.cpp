@@ -1,0 +1,109 @@
+// `lockstep train` on Fashion-MNIST packed into shards, from local disk and from a real
+// nginx over HTTPS: the same validation losses to every digit in processes and threads
+// modes, an exact resume mid-epoch, and a folder URL without an index refused in one line
+// by the launching process before any worker starts.
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/models.h"
+#include "support/nginx_server.h"
+#include "support/tool_process.h"
+#include "support/world.h"
+
+namespace lockstep::train {
+namespace {
+
+using testing::contains;
+using testing::run_process;
+using testing::TemporaryDirectory;
+
+// Fashion-MNIST packed in 256 KB shards (about 100 examples each), and a registry naming it.
+struct PackedFashion {
+  PackedFashion() {
+    const auto packed = run_process({LOCKSTEP_TOOL, "data", "pack", "--out", folder.path() + "/shards", "--shard-size", "256KB"});
+    EXPECT_EQ(packed.exit_code, 0) << packed.output;
+    std::ofstream(registry()) << "[fashion-shards]\ntype = \"shards\"\npath = \"shards\"\n";
+  }
+  std::string registry() const { return folder.path() + "/Data.toml"; }
+  TemporaryDirectory folder;
+};
+
+// 512 training examples (about 5 shards: each of 2 workers walks its own), 8 steps an epoch.
+std::vector<std::string> shards_job(const PackedFashion& data, const std::string& out, std::vector<std::string> extra) {
+  std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--data-toml", data.registry(), "--dataset", "fashion-shards",
+                                      "--limit", "512", "--val-limit", "256", "--batch-size", "32", "--log-every", "4",
+                                      "--warmup-steps", "4", "--epochs", "3", "-n", "2", "--out", out};
+  command.insert(command.end(), extra.begin(), extra.end());
+  return command;
+}
+
+std::vector<std::string> validation_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  for (size_t at = output.find("val loss "); at != std::string::npos; at = output.find("val loss ", at + 1)) {
+    lines.push_back(output.substr(at, output.find('\n', at) - at));
+  }
+  return lines;
+}
+
+void expect_equal_parameters(const std::string& a, const std::string& b) {
+  const auto load = [](const std::string& checkpoint) {
+    auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    load_checkpoint(checkpoint, *model, optimizer);
+    return model->named_parameters();
+  };
+  const auto pa = load(a), pb = load(b);
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key() << " differs between " << a << " and " << b;
+  }
+}
+
+TEST(TrainFromShards, FromDiskAndFromNginxOverHttpsTheLossesAreTheSameInBothModesAndAResumeIsExact) {
+  PackedFashion data;
+  testing::NginxServer https(data.folder.path(), true);
+  ASSERT_TRUE(https.available()) << https.why_not();
+  const std::string remote = "fashion-shards=" + https.url() + "/shards";
+  const std::string dir = data.folder.path();
+  // The server's certificate trusted through the registry entry's ca_file.
+  std::ofstream(data.registry(), std::ios::app) << "ca_file = \"" << https.certificate() << "\"\n";
+
+  const auto local = run_process(shards_job(data, dir + "/local", {"--mode", "processes"}));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  ASSERT_EQ(validation_lines(local.output).size(), 3u) << local.output;
+  for (const std::string mode : {"processes", "threads"}) {
+    const auto over_https = run_process(shards_job(data, dir + "/https-" + mode, {"--mode", mode, "--data-path", remote}));
+    ASSERT_EQ(over_https.exit_code, 0) << over_https.output;
+    EXPECT_EQ(validation_lines(over_https.output), validation_lines(local.output)) << mode;
+    expect_equal_parameters(dir + "/local/checkpoints/step-0000000024.pt", dir + "/https-" + mode + "/checkpoints/step-0000000024.pt");
+  }
+
+  // Stopped mid-epoch (step 11 of 8-step epochs) and resumed, over HTTPS.
+  const std::string out = dir + "/resumed";
+  const auto first = run_process(shards_job(data, out, {"--data-path", remote, "--stop-after-step", "11"}));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_TRUE(contains(first.output, "stopped after step 11")) << first.output;
+  const auto second = run_process(shards_job(data, out, {"--data-path", remote, "--resume"}));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  expect_equal_parameters(dir + "/local/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+}
+
+TEST(TrainFromShards, AFolderUrlWithoutAnIndexIsOneLineFromTheLauncherBeforeAnyWorkerStarts) {
+  PackedFashion data;
+  testing::NginxServer http(data.folder.path(), false);
+  ASSERT_TRUE(http.available()) << http.why_not();
+  const auto run = run_process(shards_job(data, data.folder.path() + "/out", {"--data-path", "fashion-shards=" + http.url() + "/nowhere/"}));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_TRUE(contains(run.output, "cannot read " + http.url() + "/nowhere/train.index.json: HTTP 404")) << run.output;
+  EXPECT_EQ(testing::count_lines(run.output), 1u) << run.output;
+  EXPECT_FALSE(contains(run.output, "[rank")) << run.output;
+}
+
+}  // namespace
+}  // namespace lockstep::train
