@@ -8,7 +8,11 @@
 //   - PrefetchLoader over Fashion-MNIST (IDX, in memory) with 1 and 2 threads;
 //   - PrefetchLoader over the exported JPEGs with 1 and 2 threads;
 // all with batches of 64 and the CNN recipe's augmentation (random crop with padding 2,
-// horizontal flip, normalize), and prints median samples per second.
+// horizontal flip, normalize), and prints median samples per second. Then the read path
+// alone (decode and to_float, one loader thread), for the 28x28 JPEGs and for IMAGES / 5 of
+// them enlarged to 224x224 RGB: one file per sample, the same JPEGs packed into 64 MB tar
+// shards on local disk, and those shards from a real nginx on loopback (when the tests'
+// support is built, which starts it).
 #include <unistd.h>
 
 #include <chrono>
@@ -27,7 +31,11 @@
 #include "lockstep/data/imagenet.h"
 #include "lockstep/data/loader.h"
 #include "lockstep/data/registry.h"
+#include "lockstep/data/shards.h"
 #include "median.h"
+#ifdef LOCKSTEP_BENCH_NGINX
+#include "support/nginx_server.h"
+#endif
 
 namespace {
 
@@ -47,10 +55,11 @@ data::Transform augmentation() {
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // One epoch through the loader, as fast as it gives batches.
-double loader_rate(const std::shared_ptr<const data::Dataset>& dataset, int threads) {
+double loader_rate(const std::shared_ptr<const data::Dataset>& dataset, int threads,
+                   const data::Transform& transform = augmentation()) {
   data::PrefetchLoader loader(
       dataset, data::LoaderOptions().sampler(data::SamplerOptions().batch_size(kBatch).world_size(1).rank(0))
-                   .transform(augmentation()).threads(threads).prefetch(2 * threads + 2));
+                   .transform(transform).threads(threads).prefetch(2 * threads + 2));
   const auto start = Clock::now();
   size_t samples = 0;
   while (auto batch = loader.next()) samples += static_cast<size_t>(batch->labels.size(0));
@@ -64,6 +73,52 @@ double decode_and_transform_rate(const data::Dataset& dataset) {
   const auto start = Clock::now();
   for (size_t i = 0; i < dataset.size(); ++i) transform(dataset.get(i).image, random);
   return dataset.size() / seconds_since(start);
+}
+
+// Fashion-MNIST enlarged to 224x224 RGB, for JPEGs of ImageNet's size.
+class Enlarged : public data::Dataset {
+ public:
+  explicit Enlarged(std::shared_ptr<const data::Dataset> small) : small_(std::move(small)) {}
+  size_t size() const override { return small_->size(); }
+  int64_t num_classes() const override { return small_->num_classes(); }
+  std::string describe(size_t index) const override { return small_->describe(index); }
+  data::Sample get(size_t index) const override {
+    data::Sample sample = small_->get(index);
+    namespace F = torch::nn::functional;
+    const auto large = F::interpolate(sample.image.unsqueeze(0).to(torch::kFloat),
+                                      F::InterpolateFuncOptions().size(std::vector<int64_t>{224, 224}).mode(torch::kBilinear));
+    sample.image = large[0].round().clamp(0, 255).to(torch::kUInt8).repeat({3, 1, 1});
+    return sample;
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset> small_;
+};
+
+// The same JPEGs three ways, one loader thread, decode and to_float only.
+void compare_read_paths(const std::string& label, const std::shared_ptr<const data::Dataset>& files,
+                        const std::string& shards, const std::string& url) {
+  const auto rate_of = [](const std::shared_ptr<const data::Dataset>& dataset) {
+    return loader_rate(dataset, 1, data::to_float());
+  };
+  // A fresh ShardDataset per repeat, so that every repeat reads its shards again.
+  std::vector<std::pair<std::string, std::function<double()>>> paths = {
+      {"one file per sample", [&] { return rate_of(files); }},
+      {"tar shards, local disk", [&] { return rate_of(std::make_shared<data::ShardDataset>(shards, "train")); }},
+  };
+  if (!url.empty()) {
+    paths.push_back({"tar shards, nginx over loopback", [&] { return rate_of(std::make_shared<data::ShardDataset>(url, "train")); }});
+  }
+  std::map<std::string, std::vector<double>> rates;
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    for (const auto& [name, measure] : paths) rates[name].push_back(measure());
+  }
+  const double local = median(rates["tar shards, local disk"]);
+  for (const auto& [name, measure] : paths) {
+    const double rate = median(rates[name]);
+    std::printf("| %s | %s | %.0f | %.2f |\n", label.c_str(), name.c_str(), rate,
+                name == "tar shards, nginx over loopback" ? rate / local : rate / median(rates["one file per sample"]));
+  }
 }
 
 }  // namespace
@@ -96,6 +151,27 @@ int main(int argc, char** argv) {
   std::printf("| configuration (batch %zu, random crop + flip + normalize) | samples/s (median of %d) |\n|---|---:|\n",
               kBatch, kRepeats);
   for (const auto& [name, measure] : configurations) std::printf("| %s | %.0f |\n", name.c_str(), median(rates[name]));
+
+  // The read paths: files against shards against shards over HTTP.
+  const std::string large_folder = folder.string() + "/large";
+  const auto large_train = std::make_shared<Enlarged>(train);
+  data::export_imagenet_layout(*large_train, *test, data::class_names(fashion), large_folder, std::max<int64_t>(images / 5, 1));
+  const std::shared_ptr<const data::Dataset> large_jpegs = data::read_imagenet(large_folder, "train", 3);
+  data::pack_shards(*jpegs, "train", folder.string() + "/shards-28");
+  data::pack_shards(*large_jpegs, "train", folder.string() + "/shards-224");
+  std::string url;
+#ifdef LOCKSTEP_BENCH_NGINX
+  lockstep::testing::NginxServer nginx(folder.string(), false);
+  if (nginx.available()) url = nginx.url();
+  if (!nginx.available()) std::printf("\n(no nginx: %s)\n", nginx.why_not().c_str());
+#endif
+  std::printf("\n| images | read path (1 loader thread, decode + to_float) | samples/s (median of %d) | ratio |\n"
+              "|---|---|---:|---:|\n", kRepeats);
+  compare_read_paths("28x28 gray, " + std::to_string(jpegs->size()), jpegs, folder.string() + "/shards-28",
+                     url.empty() ? "" : url + "/shards-28");
+  compare_read_paths("224x224 RGB, " + std::to_string(large_jpegs->size()), large_jpegs, folder.string() + "/shards-224",
+                     url.empty() ? "" : url + "/shards-224");
+  std::printf("\nratio: shards / files for local shards; nginx / local shards for nginx\n");
   fs::remove_all(folder);
   return 0;
 }

@@ -21,10 +21,16 @@ class ByteSource {
   virtual std::vector<uint8_t> read(const std::string& name) const = 0;
   /// Where `name` is, for messages: a path or a URL.
   virtual std::string locate(const std::string& name) const = 0;
+  /// Drops any copy kept of `name` (a cached copy that failed its checks).
+  virtual void forget(const std::string& /*name*/) const {}
 };
 
 /// The source for a folder given as a local path or an http:// or https:// URL.
 std::shared_ptr<ByteSource> open_byte_source(const std::string& folder, const ShardOptions& options);
+
+/// `origin` through a local cache folder holding at most `limit` bytes of copies, least
+/// recently used dropped first (cached_source.cpp).
+std::shared_ptr<ByteSource> cached_source(std::shared_ptr<ByteSource> origin, const std::string& cache, size_t limit);
 
 /// An http:// or https:// folder (http_source.cpp).
 std::shared_ptr<ByteSource> open_http_source(const std::string& url, const ShardOptions& options);

@@ -77,6 +77,15 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
     entry.ca_file = text_field(*table, "ca_file", source, entry);
     if (local(entry.ca_file)) entry.ca_file = (fs::path(base_dir) / entry.ca_file).string();
   }
+  if (table->get("cache") != nullptr) {
+    entry.cache = text_field(*table, "cache", source, entry);
+    if (local(entry.cache)) entry.cache = (fs::path(base_dir) / entry.cache).string();
+  }
+  if (const toml::node* bytes = table->get("cache_bytes")) {
+    const auto value = bytes->value<int64_t>();
+    if (!value || *value <= 0) reject(place(source, *bytes), name, "cache_bytes must be a positive number of bytes");
+    entry.cache_bytes = *value;
+  }
   if (const toml::node* timeout = table->get("timeout")) {
     const auto seconds = timeout->value<double>();
     if (!seconds || *seconds <= 0) reject(place(source, *timeout), name, "timeout must be a positive number of seconds");
@@ -144,6 +153,8 @@ std::string split_location(const DatasetEntry& entry, const std::string& split) 
 ShardOptions shard_options(const DatasetEntry& entry) {
   ShardOptions options = ShardOptions().channels(entry.channels).ca_file(entry.ca_file);
   if (entry.timeout > 0) options.timeout(entry.timeout);
+  options.cache(entry.cache);
+  if (entry.cache_bytes > 0) options.cache_bytes(static_cast<size_t>(entry.cache_bytes));
   return options;
 }
 

@@ -85,7 +85,8 @@ int64_t parse_label(const uint8_t* text, size_t size, int64_t classes, const std
 
 struct ShardDataset::State {
   ShardOptions options;
-  std::shared_ptr<ByteSource> source;
+  std::shared_ptr<ByteSource> source;  // the folder: the index is always read from it
+  std::shared_ptr<ByteSource> shards;  // the source, or a local cache in front of it
   std::string index_file;
   ShardIndex index;
   std::vector<size_t> first_sample;  // of each shard, and the total at the end
@@ -100,11 +101,22 @@ struct ShardDataset::State {
     return static_cast<size_t>(std::upper_bound(first_sample.begin(), first_sample.end(), index) - first_sample.begin()) - 1;
   }
 
+  // A cached copy that fails its checks is dropped and read again from the origin, once.
   std::shared_ptr<const LoadedShard> load(size_t shard) {
+    try {
+      return load_once(shard);
+    } catch (const DataError&) {
+      if (shards == source) throw;
+      shards->forget(index.shards[shard].name);
+      return load_once(shard);
+    }
+  }
+
+  std::shared_ptr<const LoadedShard> load_once(size_t shard) {
     const ShardEntry& entry = index.shards[shard];
     const std::string where = source->locate(entry.name);
     auto loaded = std::make_shared<LoadedShard>();
-    loaded->bytes = source->read(entry.name);
+    loaded->bytes = shards->read(entry.name);
     ++reads;
     if (loaded->bytes.size() != entry.bytes) {
       throw DataError(where + " has " + std::to_string(loaded->bytes.size()) + " bytes, but " + index_file + " says " +
@@ -169,6 +181,7 @@ ShardDataset::ShardDataset(const std::string& folder, const std::string& split, 
   }
   s.options = options;
   s.source = open_byte_source(folder, options);
+  s.shards = options.cache().empty() ? s.source : cached_source(s.source, options.cache(), options.cache_bytes());
   const std::string name = index_file_name(split);
   s.index_file = s.source->locate(name);
   const std::vector<uint8_t> text = s.source->read(name);

@@ -2,6 +2,7 @@
 // the tests' own in front of it for the faults of real networks: the same samples as from
 // disk, retries that end with the same result, and one line naming the URL when they run out.
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -107,6 +108,47 @@ TEST(RemoteShards, ResetsMidBodyAnd503sAndStallsAreRetriedToTheSameSamples) {
     EXPECT_GT(proxy.requests(), 3 + 4);  // the spoiled ones, the index and every shard
     EXPECT_LT(Clock::now() - started, std::chrono::seconds(20));
   }
+}
+
+// Memory for one shard, so that every pass reads each shard again: from the cache, not
+// the network, once it holds them; a copy that fails its checks is read again from nginx.
+TEST(RemoteShards, ACachedSecondPassReadsNothingFromTheNetwork) {
+  PackedSplit split;
+  NginxServer http(split.folder.path(), false);
+  ASSERT_TRUE(http.available()) << http.why_not();
+  FaultProxy counting(http.port(), Fault::kAnswer503, 0);
+  TemporaryDirectory cache;
+  const auto options = data::ShardOptions().memory_bytes(1).cache(cache.path());
+  const auto read_all = [&] {
+    const data::ShardDataset remote(counting.url() + "/shards", "test", options);
+    for (size_t i = 0; i < remote.size(); ++i) remote.get(i);
+    return remote.shard_reads();
+  };
+  EXPECT_EQ(read_all(), 4);
+  EXPECT_EQ(counting.requests(), 1 + 4);  // the index and each shard
+  EXPECT_EQ(read_all(), 4);
+  EXPECT_EQ(counting.requests(), 1 + 4 + 1) << "only the index, which is always read afresh";
+
+  // A copy gone bad in the cache.
+  std::string copy;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(cache.path())) {
+    if (entry.path().filename() == "test-000002.tar") copy = entry.path().string();
+  }
+  ASSERT_FALSE(copy.empty());
+  std::filesystem::resize_file(copy, 1000);
+  read_all();
+  EXPECT_EQ(counting.requests(), 1 + 4 + 1 + 1 + 1) << "the index and the bad copy's shard";
+
+  // A limit of one shard's bytes keeps only the most recent copy.
+  TemporaryDirectory small;
+  const data::ShardDataset limited(counting.url() + "/shards", "test", data::ShardOptions(options).cache(small.path()).cache_bytes(500 * 1024));
+  for (size_t i = 0; i < limited.size(); ++i) limited.get(i);
+  size_t kept = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(small.path())) {
+    if (entry.is_regular_file()) kept += entry.file_size();
+  }
+  EXPECT_GT(kept, 0u);
+  EXPECT_LE(kept, 500u * 1024);
 }
 
 TEST(RemoteShards, WhenRetriesRunOutTheUrlAndStatusAreNamedWithinTheBudget) {

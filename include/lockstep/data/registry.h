@@ -21,7 +21,8 @@ namespace lockstep::data {
 ///   splits = { train = "train", test = "t10k" }
 ///
 /// A "shards" entry's path may be an http:// or https:// URL, with `ca_file` (a PEM file of
-/// certificate authorities to trust) and `timeout` (seconds a connection may stall).
+/// certificate authorities to trust) and `timeout` (seconds a connection may stall); `cache`
+/// (a local folder) and `cache_bytes` keep copies of the shards read.
 /// A split names where its examples are, relative to `path`; each type has defaults (see
 /// docs/DATA.md). Relative paths are relative to the registry file.
 struct DatasetEntry {
@@ -34,6 +35,8 @@ struct DatasetEntry {
   std::map<std::string, std::string> splits;
   std::string ca_file;                    // shards over https: a private CA to trust
   double timeout = 0;                     // shards over http(s): seconds before a retry; 0: ShardOptions' default
+  std::string cache;                      // shards: a local folder for copies; empty: none
+  int64_t cache_bytes = 0;                // its limit; 0: ShardOptions' default
   std::string defined_at;                 // "file:line", for messages
 };
 

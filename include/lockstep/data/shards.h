@@ -53,6 +53,13 @@ struct ShardOptions {
   TORCH_ARG(double, timeout) = 30;
   /// HTTP(S) connections this dataset keeps open at most (reused between shards).
   TORCH_ARG(int, connections) = 4;
+  /// A local folder keeping copies of the shards read (from a URL or a network file
+  /// system), so that a later epoch, a restarted job or another worker of the machine
+  /// reads them from local disk; empty keeps none. Copies are written whole (renamed into
+  /// place) and checked like any read (one that fails is read again from the origin); the
+  /// least recently used go once they pass cache_bytes. The index is always read afresh.
+  TORCH_ARG(std::string, cache);
+  TORCH_ARG(size_t, cache_bytes) = size_t{10} << 30;
 };
 
 /// A split written by pack_shards, from local disk or an HTTP(S) server (libcurl, TLS

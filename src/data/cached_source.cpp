@@ -1,0 +1,102 @@
+// A local copy of a remote shard folder, so that a second epoch, a restarted job or the
+// other workers of a node read nothing from the network while it fits.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+
+#include <unistd.h>
+
+#include "data/byte_source.h"
+#include "lockstep/error.h"
+
+namespace lockstep::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CachedSource : public ByteSource {
+ public:
+  CachedSource(std::shared_ptr<ByteSource> origin, const std::string& cache, size_t limit)
+      : origin_(std::move(origin)), limit_(limit) {
+    // One folder per origin, so that one cache can serve several datasets.
+    folder_ = fs::path(cache) / ("folder-" + std::to_string(std::hash<std::string>()(origin_->locate(""))));
+    std::error_code failure;
+    fs::create_directories(folder_, failure);
+    if (failure) throw ConfigError("cannot use " + folder_.string() + " as the shard cache: " + failure.message());
+  }
+
+  std::vector<uint8_t> read(const std::string& name) const override {
+    const fs::path copy = folder_ / name;
+    std::ifstream file(copy, std::ios::binary | std::ios::ate);
+    if (file) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(file.tellg()));
+      file.seekg(0);
+      if (file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
+        std::error_code ignored;
+        fs::last_write_time(copy, fs::file_time_type::clock::now(), ignored);  // recently used
+        return bytes;
+      }
+    }
+    std::vector<uint8_t> bytes = origin_->read(name);
+    keep(copy, bytes);
+    return bytes;
+  }
+
+  std::string locate(const std::string& name) const override { return origin_->locate(name); }
+
+  void forget(const std::string& name) const override {
+    std::error_code ignored;
+    fs::remove(folder_ / name, ignored);
+  }
+
+ private:
+  // Written under a name of this process's and renamed, so that workers sharing the cache
+  // never read a half-written copy; then the least recently used copies go until the cache
+  // fits its limit. A copy that cannot be written only costs a later read from the origin.
+  void keep(const fs::path& copy, const std::vector<uint8_t>& bytes) const {
+    if (bytes.size() > limit_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const fs::path temporary = copy.string() + ".tmp-" + std::to_string(getpid());
+    {
+      std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+      file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      if (!file.flush()) return;
+    }
+    std::error_code failure;
+    fs::rename(temporary, copy, failure);
+    if (failure) fs::remove(temporary, failure);
+    evict_beyond_limit();
+  }
+
+  void evict_beyond_limit() const {
+    std::vector<std::pair<fs::file_time_type, fs::path>> copies;
+    size_t total = 0;
+    std::error_code failure;
+    for (const auto& entry : fs::directory_iterator(folder_, failure)) {
+      if (!entry.is_regular_file(failure) || entry.path().string().find(".tmp-") != std::string::npos) continue;
+      total += entry.file_size(failure);
+      copies.emplace_back(entry.last_write_time(failure), entry.path());
+    }
+    std::sort(copies.begin(), copies.end());
+    for (const auto& [used, path] : copies) {
+      if (total <= limit_) break;
+      const size_t size = fs::file_size(path, failure);
+      if (fs::remove(path, failure)) total -= size;
+    }
+  }
+
+  std::shared_ptr<ByteSource> origin_;
+  size_t limit_;
+  fs::path folder_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+std::shared_ptr<ByteSource> cached_source(std::shared_ptr<ByteSource> origin, const std::string& cache, size_t limit) {
+  return std::make_shared<CachedSource>(std::move(origin), cache, limit);
+}
+
+}  // namespace lockstep::data
