@@ -1,6 +1,6 @@
 // Input throughput of lockstep's data layer:
 //
-//   bench/data_loader [IMAGES]
+//   bench/data_loader [IMAGES] [--cold]
 //
 // exports IMAGES (default 10000) Fashion-MNIST training images as JPEGs in ImageNet's layout
 // under a temporary folder, then measures, side by side and several times over:
@@ -12,7 +12,9 @@
 // alone (decode and to_float, one loader thread), for the 28x28 JPEGs and for IMAGES / 5 of
 // them enlarged to 224x224 RGB: one file per sample, the same JPEGs packed into 64 MB tar
 // shards on local disk, and those shards from a real nginx on loopback (when the tests'
-// support is built, which starts it).
+// support is built, which starts it). With --cold (root only) the page cache is dropped
+// before each read-path measurement, as files on a network file system or a cold disk
+// would be read.
 #include <unistd.h>
 
 #include <chrono>
@@ -86,7 +88,7 @@ class Enlarged : public data::Dataset {
     data::Sample sample = small_->get(index);
     namespace F = torch::nn::functional;
     const auto large = F::interpolate(sample.image.unsqueeze(0).to(torch::kFloat),
-                                      F::InterpolateFuncOptions().size(std::vector<int64_t>{224, 224}).mode(torch::kBilinear));
+                                      F::InterpolateFuncOptions().size(std::vector<int64_t>{224, 224}).mode(torch::kBilinear).align_corners(false));
     sample.image = large[0].round().clamp(0, 255).to(torch::kUInt8).repeat({3, 1, 1});
     return sample;
   }
@@ -95,10 +97,22 @@ class Enlarged : public data::Dataset {
   std::shared_ptr<const data::Dataset> small_;
 };
 
+void drop_page_cache() {
+  sync();
+  std::FILE* control = std::fopen("/proc/sys/vm/drop_caches", "w");
+  if (control == nullptr) {
+    std::fprintf(stderr, "--cold needs root, to write /proc/sys/vm/drop_caches\n");
+    std::exit(2);
+  }
+  std::fputs("3\n", control);
+  std::fclose(control);
+}
+
 // The same JPEGs three ways, one loader thread, decode and to_float only.
 void compare_read_paths(const std::string& label, const std::shared_ptr<const data::Dataset>& files,
-                        const std::string& shards, const std::string& url) {
-  const auto rate_of = [](const std::shared_ptr<const data::Dataset>& dataset) {
+                        const std::string& shards, const std::string& url, bool cold) {
+  const auto rate_of = [cold](const std::shared_ptr<const data::Dataset>& dataset) {
+    if (cold) drop_page_cache();
     return loader_rate(dataset, 1, data::to_float());
   };
   // A fresh ShardDataset per repeat, so that every repeat reads its shards again.
@@ -125,7 +139,15 @@ void compare_read_paths(const std::string& label, const std::shared_ptr<const da
 
 int main(int argc, char** argv) {
   at::set_num_threads(1);
-  const int64_t images = argc > 1 ? std::atoll(argv[1]) : 10000;
+  int64_t images = 10000;
+  bool cold = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--cold") {
+      cold = true;
+    } else {
+      images = std::atoll(argv[i]);
+    }
+  }
   const auto registry = data::Registry::load_default();
   const auto& fashion = registry.at("fashion-mnist");
   const std::shared_ptr<const data::Dataset> train = data::open_dataset(fashion, "train");
@@ -165,12 +187,12 @@ int main(int argc, char** argv) {
   if (nginx.available()) url = nginx.url();
   if (!nginx.available()) std::printf("\n(no nginx: %s)\n", nginx.why_not().c_str());
 #endif
-  std::printf("\n| images | read path (1 loader thread, decode + to_float) | samples/s (median of %d) | ratio |\n"
-              "|---|---|---:|---:|\n", kRepeats);
+  std::printf("\n| images | read path (1 loader thread, decode + to_float%s) | samples/s (median of %d) | ratio |\n"
+              "|---|---|---:|---:|\n", cold ? ", page cache dropped" : "", kRepeats);
   compare_read_paths("28x28 gray, " + std::to_string(jpegs->size()), jpegs, folder.string() + "/shards-28",
-                     url.empty() ? "" : url + "/shards-28");
+                     url.empty() ? "" : url + "/shards-28", cold);
   compare_read_paths("224x224 RGB, " + std::to_string(large_jpegs->size()), large_jpegs, folder.string() + "/shards-224",
-                     url.empty() ? "" : url + "/shards-224");
+                     url.empty() ? "" : url + "/shards-224", cold);
   std::printf("\nratio: shards / files for local shards; nginx / local shards for nginx\n");
   fs::remove_all(folder);
   return 0;

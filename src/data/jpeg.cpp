@@ -73,13 +73,17 @@ torch::Tensor rgb_to_gray(const torch::Tensor& rgb) {
 }  // namespace
 
 torch::Tensor decode_jpeg(const std::vector<uint8_t>& bytes, int channels, const std::string& source) {
+  return decode_jpeg(bytes.data(), bytes.size(), channels, source);
+}
+
+torch::Tensor decode_jpeg(const uint8_t* data, size_t size, int channels, const std::string& source) {
   if (channels != 1 && channels != 3) {
     throw ConfigError(source + ": channels must be 1 (grayscale) or 3 (RGB), got " + std::to_string(channels));
   }
   TurboHandle& turbo = decompressor();
   const tjhandle handle = turbo.get();
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  if (tjDecompressHeader3(handle, bytes.data(), bytes.size(), &width, &height, &subsampling, &colorspace) != 0) {
+  if (tjDecompressHeader3(handle, data, size, &width, &height, &subsampling, &colorspace) != 0) {
     throw DataError(source + ": not a readable JPEG: " + failure_of(turbo));
   }
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
@@ -87,7 +91,7 @@ torch::Tensor decode_jpeg(const std::vector<uint8_t>& bytes, int channels, const
   torch::Tensor pixels = torch::empty({height, width, tjPixelSize[format]}, torch::kUInt8);
   // Warnings fail too: "Premature end of JPEG file" is only a warning to libjpeg, but a
   // truncated image must never pass as a whole one.
-  if (tjDecompress2(handle, bytes.data(), bytes.size(), pixels.data_ptr<uint8_t>(), width, 0, height, format,
+  if (tjDecompress2(handle, data, size, pixels.data_ptr<uint8_t>(), width, 0, height, format,
                     TJFLAG_STOPONWARNING) != 0) {
     const bool warning = tjGetErrorCode(handle) == TJERR_WARNING;
     throw DataError(source + (warning ? ": truncated or corrupt JPEG: " : ": corrupt JPEG: ") + failure_of(turbo));

@@ -160,14 +160,9 @@ struct ShardDataset::State {
     try {
       promise.set_value(load(number));
     } catch (...) {
+      // Remembered like a loaded shard, so that the shard's other samples fail at once
+      // (skip_bad_samples leaves them out) rather than each read it again with retries.
       promise.set_exception(std::current_exception());
-      // Not kept: a later read (the next epoch, or a retry) tries the source again.
-      std::lock_guard<std::mutex> relock(mutex);
-      if (auto found = in_memory.find(number); found != in_memory.end()) {
-        in_memory.erase(found);
-        recency.remove(number);
-        bytes_in_memory -= index.shards[number].bytes;
-      }
     }
     return future.get();
   }
@@ -224,8 +219,7 @@ Sample ShardDataset::get(size_t index) const {
 
   Sample sample;
   if (members.image_kind == "jpg") {
-    const std::vector<uint8_t> jpeg(bytes + members.image.offset, bytes + members.image.offset + members.image.size);
-    sample.image = decode_jpeg(jpeg, s.options.channels(), where + ".jpg");
+    sample.image = decode_jpeg(bytes + members.image.offset, members.image.size, s.options.channels(), where + ".jpg");
   } else {
     sample.image = decode_npy_image(bytes + members.image.offset, members.image.size, where + ".npy");
     if (sample.image.size(0) != s.options.channels()) {

@@ -169,7 +169,7 @@ TEST(DatasetsCommand, AnUnknownTypeEndsWithOneLineNamingFileAndLine) {
   const auto run = run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", registry});
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_EQ(run.output, "lockstep datasets: " + registry + ":2: dataset 'x' has unknown type 'hdf5' "
-                        "(known: fashion-mnist, imagenet, image-folder, tensors)\n");
+                        "(known: fashion-mnist, imagenet, image-folder, tensors, shards)\n");
 }
 
 }  // namespace

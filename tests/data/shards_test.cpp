@@ -158,6 +158,24 @@ TEST(ShardDataset, AShardCutShortOrChangedIsNamed) {
             shard + " does not match its checksum in " + out.path() + "/test.index.json: the shard is corrupt or changed since it was packed");
 }
 
+// With skip_bad_samples the samples of a shard cut short are left out, and the shard is
+// read once, not once per sample (one batch: a batch that is wholly bad fails, as for files).
+TEST(ShardDataset, SkipBadSamplesLeavesOutABadShardReadOnce) {
+  TemporaryDirectory out;
+  const std::string shard = small_split(out.path());
+  const Bytes good = read_bytes(shard);
+  write_bytes(shard, Bytes(good.begin(), good.begin() + 5000));
+  const auto cut = std::make_shared<data::ShardDataset>(out.path(), "test");
+  const size_t bad = cut->shard_sizes()[0];
+  data::PrefetchLoader loader(cut, data::LoaderOptions().skip_bad_samples(true).sampler(
+                                       data::SamplerOptions().rank(0).world_size(1).batch_size(20).shuffle(false)));
+  size_t seen = 0;
+  while (const auto batch = loader.next()) seen += static_cast<size_t>(batch->labels.size(0));
+  EXPECT_EQ(seen, 20 - bad);
+  EXPECT_EQ(loader.skipped(), static_cast<int64_t>(bad));
+  EXPECT_EQ(cut->shard_reads(), static_cast<int64_t>(cut->shard_sizes().size()));
+}
+
 // A shard made by GNU tar, as users make them, with its index written by hand.
 TEST(ShardDataset, ABadMemberIsNamedWithItsShardAndMember) {
   TemporaryDirectory out;

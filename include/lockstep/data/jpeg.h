@@ -12,6 +12,8 @@ namespace lockstep::data {
 /// or 3 (RGB), converting as needed. Corrupt or truncated data throws DataError naming
 /// `source`.
 torch::Tensor decode_jpeg(const std::vector<uint8_t>& bytes, int channels, const std::string& source);
+/// The same for `size` bytes at `data` (a member inside a shard in memory).
+torch::Tensor decode_jpeg(const uint8_t* data, size_t size, int channels, const std::string& source);
 
 /// Reads and decodes a JPEG file.
 torch::Tensor read_jpeg(const std::string& path, int channels);
