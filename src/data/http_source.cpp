@@ -46,9 +46,23 @@ bool transient(CURLcode code) {
   }
 }
 
-size_t append_body(char* data, size_t size, size_t count, void* body) {
-  auto& bytes = *static_cast<std::vector<uint8_t>*>(body);
-  bytes.insert(bytes.end(), data, data + size * count);
+// Where a transfer's bytes go: straight into the body, sized once from Content-Length, so
+// that a shard is not copied again after it arrived.
+struct Transfer {
+  CURL* handle;
+  std::vector<uint8_t>* body;
+  bool sized = false;
+};
+
+size_t append_body(char* data, size_t size, size_t count, void* transfer_in) {
+  auto& transfer = *static_cast<Transfer*>(transfer_in);
+  if (!transfer.sized) {
+    curl_off_t length = -1;
+    curl_easy_getinfo(transfer.handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    if (length > 0) transfer.body->reserve(transfer.body->size() + static_cast<size_t>(length));
+    transfer.sized = true;
+  }
+  transfer.body->insert(transfer.body->end(), data, data + size * count);
   return size * count;
 }
 
@@ -98,13 +112,14 @@ class HttpFolder : public ByteSource {
   // One GET; when `body` already holds the start of the file (a transfer cut short), only
   // the rest is asked for, with a Range request.
   Attempt fetch(CURL* handle, const std::string& url, std::vector<uint8_t>& body) const {
-    std::vector<uint8_t> received;
+    const size_t had = body.size();
+    Transfer transfer{handle, &body};
     char error[CURL_ERROR_SIZE] = "";
     const long stall = std::max(1L, static_cast<long>(options_.timeout() + 0.5));
     curl_easy_reset(handle);  // keeps the handle's open connections
     curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
     curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, append_body);
-    curl_easy_setopt(handle, CURLOPT_WRITEDATA, &received);
+    curl_easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
     curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error);
     curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
@@ -119,13 +134,14 @@ class HttpFolder : public ByteSource {
     long status = 0;
     curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
     const bool whole = status == 200;
-    const bool rest = status == 206 && !body.empty();
-    if (whole || rest) {
+    const bool rest = status == 206 && had > 0;
+    if (whole && had > 0) {
       // A server that ignores the Range sends the whole file again.
-      if (whole) body.clear();
-      body.insert(body.end(), received.begin(), received.end());
-      if (code == CURLE_OK) return {true, false, ""};
+      body.erase(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(had));
+    } else if (!whole && !rest) {
+      body.resize(had);  // an error page, not the file
     }
+    if ((whole || rest) && code == CURLE_OK) return {true, false, ""};
     if (code != CURLE_OK) {
       std::string failure = curl_easy_strerror(code);
       if (error[0] != '\0') failure += " (" + std::string(error) + ")";
