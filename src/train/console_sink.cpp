@@ -25,6 +25,7 @@ std::string value_text(const std::string& name, double value) {
   if (name == "loss") return "loss " + fixed(value, 4);
   if (name == "top1" || name == "top5") return name + " " + fixed(100 * value, 1) + "%";
   if (name == "samples_per_second") return fixed(value, 0) + " samples/s";
+  if (name == "data_wait") return "waited for data " + fixed(100 * value, 1) + "%";
   if (name == "samples") return fixed(value, 0) + " samples";
   char text[64];
   std::snprintf(text, sizeof text, "%.4g", value);

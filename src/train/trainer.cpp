@@ -77,6 +77,7 @@ struct Trainer::State {
   int64_t total_steps = 0;
   Clock::time_point started;
   Clock::time_point interval_started;
+  std::chrono::duration<double> waited_before{0};  // the train loader's waited() when the interval began
   MetricSums interval;
 
   Record record(const std::string& phase) const {
@@ -99,16 +100,20 @@ struct Trainer::State {
 
   // Reduces the interval's sums across ranks and logs them. Every rank calls it at the same
   // steps, since every rank has the same number of batches.
-  void log_interval() {
+  // `waited`: the train loader's waited() so far, whose growth over the interval is the
+  // share of it this rank spent waiting for data (data_wait; 0 when input keeps up).
+  void log_interval(std::chrono::duration<double> waited) {
     double samples = 0;
     Record r = record("train");
     r.values = interval.reduce_across_ranks(options.ddp().group(), samples);
     const double seconds = std::chrono::duration<double>(Clock::now() - interval_started).count();
     r.values.emplace_back("samples_per_second", seconds > 0 ? samples / seconds : 0);
     r.values.emplace_back("lr", last_lr);
+    r.values.emplace_back("data_wait", seconds > 0 ? (waited - waited_before).count() / seconds : 0);
     emit(r);
     interval.clear();
     interval_started = Clock::now();
+    waited_before = waited;
   }
 
   void flush() {
@@ -242,6 +247,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
   if (o.handle_signals()) signals.emplace();
   s.step = start.step;
   s.started = s.interval_started = Clock::now();
+  s.waited_before = train.waited();
   FitResult result;
   for (s.epoch = start.epoch; s.epoch < o.epochs(); ++s.epoch) {
     train.set_epoch(s.epoch, s.epoch == start.epoch ? static_cast<size_t>(start.batch) : 0);
@@ -253,7 +259,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
       update();
       ++batch_in_epoch;
       s.interval.add(out.output, batch.labels, out.loss);
-      if (s.step % o.log_every() == 0) s.log_interval();
+      if (s.step % o.log_every() == 0) s.log_interval(train.waited());
       const SignalRequests::Asked asked = signals ? signals->agree(group) : SignalRequests::Asked();
       const bool stop = asked.stop || (o.stop_after_step() > 0 && s.step >= o.stop_after_step());
       if (stop || asked.checkpoint || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) {
@@ -271,7 +277,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
         return result;
       }
     }
-    if (!s.interval.empty()) s.log_interval();
+    if (!s.interval.empty()) s.log_interval(train.waited());
     if (validation != nullptr) {
       result.validation = evaluate(*validation);
       s.emit(*result.validation);

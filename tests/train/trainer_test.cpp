@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -103,6 +105,41 @@ TEST_F(TrainerTest, LearnsLogsEveryIntervalAndValidates) {
   EXPECT_LT(records[4].value("loss"), records[0].value("loss"));
   EXPECT_GT(records[0].value("samples_per_second"), 0);
   EXPECT_DOUBLE_EQ(records[0].value("lr"), 0.1);
+}
+
+// Examples that take 5 ms each to read: the step waits for data most of the time.
+class SlowDataset : public data::Dataset {
+ public:
+  explicit SlowDataset(std::shared_ptr<data::Dataset> fast) : fast_(std::move(fast)) {}
+  size_t size() const override { return fast_->size(); }
+  data::Sample get(size_t index) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return fast_->get(index);
+  }
+  int64_t num_classes() const override { return fast_->num_classes(); }
+  std::string describe(size_t index) const override { return fast_->describe(index); }
+
+ private:
+  std::shared_ptr<data::Dataset> fast_;
+};
+
+TEST_F(TrainerTest, LogsTheShareOfEachIntervalSpentWaitingForData) {
+  const auto wait_of = [](std::shared_ptr<data::Dataset> dataset) {
+    auto model = make_model("mlp", ModelOptions().in_channels(1).num_classes(2).image_size(4).hidden({16}));
+    auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+    Trainer trainer(model, optimizer, cross_entropy_loss(), TrainerOptions().epochs(1).lr(0.1).log_every(3));
+    std::vector<Record> records;
+    trainer.add_sink(std::make_unique<Recorder>(records));
+    data::PrefetchLoader train(dataset, loader_options(16));
+    trainer.fit(train, nullptr);
+    return records.at(0).value("data_wait");
+  };
+  const double slow = wait_of(std::make_shared<SlowDataset>(two_blobs(96)));
+  EXPECT_GT(slow, 0.5) << "16 reads of 5 ms per step against a step of well under 1 ms";
+  EXPECT_LE(slow, 1.0);
+  const double fast = wait_of(two_blobs(96));
+  EXPECT_GE(fast, 0.0);
+  EXPECT_LT(fast, slow);
 }
 
 TEST_F(TrainerTest, WritesJsonLinesCsvAndTensorBoardUnderTheRunFolder) {
