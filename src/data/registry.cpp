@@ -151,7 +151,7 @@ std::string split_location(const DatasetEntry& entry, const std::string& split) 
 }
 
 ShardOptions shard_options(const DatasetEntry& entry) {
-  ShardOptions options = ShardOptions().channels(entry.channels).ca_file(entry.ca_file);
+  ShardOptions options = ShardOptions().channels(entry.channels).classes(entry.classes).ca_file(entry.ca_file);
   if (entry.timeout > 0) options.timeout(entry.timeout);
   options.cache(entry.cache);
   if (entry.cache_bytes > 0) options.cache_bytes(static_cast<size_t>(entry.cache_bytes));

@@ -81,6 +81,60 @@ int64_t parse_label(const uint8_t* text, size_t size, int64_t classes, const std
   return label;
 }
 
+// "train-{000000..000127}.tar": the names from the first number to the last, as wide as
+// the first is written. One brace group; anything else throws ConfigError.
+std::vector<std::string> expand_braces(const std::string& pattern) {
+  const size_t open = pattern.find('{'), dots = pattern.find("..", open), close = pattern.find('}', open);
+  const auto bad = [&] {
+    return ConfigError("shard pattern '" + pattern + "' must hold one {FIRST..LAST} of numbers, e.g. train-{000000..000127}.tar");
+  };
+  if (dots == std::string::npos || close == std::string::npos || dots > close ||
+      pattern.find('{', open + 1) != std::string::npos) {
+    throw bad();
+  }
+  const std::string first = pattern.substr(open + 1, dots - open - 1), last = pattern.substr(dots + 2, close - dots - 2);
+  const auto numeric = [](const std::string& text) {
+    return !text.empty() && text.size() < 10 && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  if (!numeric(first) || !numeric(last) || std::stoul(first) > std::stoul(last)) throw bad();
+  std::vector<std::string> names;
+  for (unsigned long number = std::stoul(first); number <= std::stoul(last); ++number) {
+    std::string digits = std::to_string(number);
+    if (digits.size() < first.size()) digits.insert(0, first.size() - digits.size(), '0');
+    names.push_back(pattern.substr(0, open) + digits + pattern.substr(close + 1));
+  }
+  return names;
+}
+
+// Without an index every shard is read once, here, to count its samples; the classes must
+// then be given (ShardOptions::classes), and the channels are options.channels(), else the
+// first image's for .npy members and 3 for JPEG.
+ShardIndex index_by_reading(const ByteSource& source, const std::string& pattern, const std::string& where,
+                            const ShardOptions& options) {
+  if (options.classes() < 1) {
+    throw ConfigError(where + " names shards without an index: say how many classes they hold (classes = N in the "
+                      "registry entry), or write an index with lockstep data pack");
+  }
+  ShardIndex index;
+  index.split = pattern;
+  index.classes = options.classes();
+  index.channels = options.channels();
+  for (const std::string& name : expand_braces(pattern)) {
+    const std::vector<uint8_t> bytes = source.read(name);
+    const std::string shard = source.locate(name);
+    const auto samples = group_samples(list_tar(bytes.data(), bytes.size(), shard), shard);
+    if (samples.empty()) throw DataError(shard + " holds no samples");
+    if (index.channels == 0) {
+      const TarMember& image = samples[0].image;
+      index.channels = samples[0].image_kind == "npy"
+                           ? static_cast<int>(decode_npy_image(bytes.data() + image.offset, image.size, shard).size(0))
+                           : 3;
+    }
+    index.shards.push_back({name, samples.size(), bytes.size(), crc32_of(bytes.data(), bytes.size())});
+  }
+  return index;
+}
+
 }  // namespace
 
 struct ShardDataset::State {
@@ -177,10 +231,15 @@ ShardDataset::ShardDataset(const std::string& folder, const std::string& split, 
   s.options = options;
   s.source = open_byte_source(folder, options);
   s.shards = options.cache().empty() ? s.source : cached_source(s.source, options.cache(), options.cache_bytes());
-  const std::string name = index_file_name(split);
-  s.index_file = s.source->locate(name);
-  const std::vector<uint8_t> text = s.source->read(name);
-  s.index = index_from_json(std::string(text.begin(), text.end()), s.index_file);
+  if (split.find('{') != std::string::npos) {
+    s.index_file = s.source->locate(split);
+    s.index = index_by_reading(*s.shards, split, s.index_file, options);
+  } else {
+    const std::string name = index_file_name(split);
+    s.index_file = s.source->locate(name);
+    const std::vector<uint8_t> text = s.source->read(name);
+    s.index = index_from_json(std::string(text.begin(), text.end()), s.index_file);
+  }
   if (s.options.channels() == 0) s.options.channels(s.index.channels);
   s.first_sample.push_back(0);
   for (const auto& shard : s.index.shards) s.first_sample.push_back(s.first_sample.back() + shard.samples);

@@ -61,6 +61,9 @@ TEST(RemoteShards, FromNginxOverHttpAndHttpsTheSamplesAreThoseOnDisk) {
   expect_same_examples(data::ShardDataset(http.url() + "/shards/", "test"), *split.original);
   expect_same_examples(data::ShardDataset(https.url() + "/shards", "test", data::ShardOptions().ca_file(https.certificate())),
                        *split.original);
+  // Shards named by a brace pattern, without the index.
+  expect_same_examples(data::ShardDataset(http.url() + "/shards", "test-{000000..000003}.tar", data::ShardOptions().classes(10)),
+                       *split.original);
   // Through a registry entry, as `lockstep train` opens it.
   const auto registry = data::Registry::parse("[remote]\ntype = \"shards\"\npath = \"" + https.url() + "/shards\"\nca_file = \"" +
                                                   https.certificate() + "\"\nsplits = { test = \"test\" }\n",

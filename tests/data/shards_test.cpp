@@ -214,6 +214,36 @@ TEST(ShardDataset, AMissingOrBadIndexIsNamed) {
   EXPECT_TRUE(contains(data::check_readable(registry.at("packed")), out.path() + "/test.index.json"));
 }
 
+// Shards named by a brace pattern, without their index: read once at opening to count.
+TEST(ShardDataset, ShardsNamedByAPatternReadAsWithTheirIndex) {
+  TemporaryDirectory out;
+  small_split(out.path());
+  const data::ShardDataset indexed(out.path(), "test");
+  ASSERT_EQ(indexed.shard_sizes().size(), 3u);
+  const data::ShardDataset patterned(out.path(), "test-{000000..000002}.tar", data::ShardOptions().classes(10));
+  EXPECT_EQ(patterned.shard_sizes(), indexed.shard_sizes());
+  EXPECT_EQ(patterned.shard_reads(), 0) << "the reads at opening count the samples; the shards are read again when used";
+  for (size_t i = 0; i < indexed.size(); ++i) {
+    EXPECT_TRUE(torch::equal(patterned.get(i).image, indexed.get(i).image)) << i;
+    EXPECT_EQ(patterned.get(i).label, indexed.get(i).label) << i;
+  }
+  const auto config_error = [&](const std::string& split, data::ShardOptions options) {
+    try {
+      data::ShardDataset(out.path(), split, options);
+    } catch (const ConfigError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no ConfigError");
+  };
+  EXPECT_EQ(config_error("test-{000000..000002}.tar", data::ShardOptions()),
+            out.path() + "/test-{000000..000002}.tar names shards without an index: say how many classes they hold "
+                         "(classes = N in the registry entry), or write an index with lockstep data pack");
+  EXPECT_EQ(config_error("test-{000002..000000}.tar", data::ShardOptions().classes(10)),
+            "shard pattern 'test-{000002..000000}.tar' must hold one {FIRST..LAST} of numbers, e.g. train-{000000..000127}.tar");
+  EXPECT_TRUE(contains(data_error([&] { data::ShardDataset(out.path(), "test-{000000..000003}.tar", data::ShardOptions().classes(10)); }),
+                       "cannot read " + out.path() + "/test-000003.tar"));
+}
+
 TEST(ShardPack, BadShardSizesAreOneLine) {
   TemporaryDirectory out;
   const auto run = run_process({LOCKSTEP_TOOL, "data", "pack", "--out", out.path(), "--shard-size", "64XB"});

@@ -40,6 +40,8 @@ PackSummary pack_shards(const Dataset& dataset, const std::string& split, const 
 struct ShardOptions {
   /// Channels JPEG members decode to (1 or 3); 0 takes those the index records.
   TORCH_ARG(int, channels) = 0;
+  /// Classes of shards named by a pattern, which have no index to say it; 0 otherwise.
+  TORCH_ARG(int64_t, classes) = 0;
   /// Whole shards kept in memory, least recently used dropped first, up to this many bytes
   /// (at least one shard is always kept): a shard is read once while the sampler walks it
   /// (see SamplerOptions::shuffle_window).
@@ -72,6 +74,9 @@ class ShardDataset : public Dataset {
  public:
   /// Opens `<folder>/<split>.index.json`; `folder` is a local path or an http:// or https://
   /// URL. DataError naming the file or URL (and the HTTP status) when it is missing or bad.
+  /// A `split` with a brace pattern ("train-{000000..000127}.tar") names shards that have
+  /// no index: each is read once at opening to count its samples, and options.classes()
+  /// must say how many classes they hold.
   ShardDataset(const std::string& folder, const std::string& split, ShardOptions options = ShardOptions());
   ~ShardDataset() override;
 
