@@ -1,5 +1,8 @@
+// ShardDataset: a split's shards, each read whole when first needed, checked against the
+// index and kept in memory while the sampler walks it.
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <future>
 #include <list>
 #include <map>
