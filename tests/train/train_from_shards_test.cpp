@@ -1,7 +1,7 @@
 // `lockstep train` on Fashion-MNIST packed into shards, from local disk and from a real
 // nginx over HTTPS: the same validation losses to every digit in processes and threads
-// modes, an exact resume mid-epoch, and a folder URL without an index refused in one line
-// by the launching process before any worker starts.
+// modes, an exact resume mid-epoch, the same result through resets and 503s, and a folder
+// URL without an index refused in one line by the launching process before any worker starts.
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -12,6 +12,7 @@
 
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/models.h"
+#include "support/fault_proxy.h"
 #include "support/nginx_server.h"
 #include "support/tool_process.h"
 #include "support/world.h"
@@ -34,11 +35,13 @@ struct PackedFashion {
   TemporaryDirectory folder;
 };
 
-// 512 training examples (about 5 shards: each of 2 workers walks its own), 8 steps an epoch.
+// 512 training examples (about 5 shards: each of 2 workers walks its own), 8 steps an epoch,
+// 3 epochs unless `extra` says otherwise.
 std::vector<std::string> shards_job(const PackedFashion& data, const std::string& out, std::vector<std::string> extra) {
   std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--data-toml", data.registry(), "--dataset", "fashion-shards",
                                       "--limit", "512", "--val-limit", "256", "--batch-size", "32", "--log-every", "4",
-                                      "--warmup-steps", "4", "--epochs", "3", "-n", "2", "--out", out};
+                                      "--warmup-steps", "4", "-n", "2", "--out", out};
+  if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "3"});
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
 }
@@ -92,6 +95,26 @@ TEST(TrainFromShards, FromDiskAndFromNginxOverHttpsTheLossesAreTheSameInBothMode
   const auto second = run_process(shards_job(data, out, {"--data-path", remote, "--resume"}));
   ASSERT_EQ(second.exit_code, 0) << second.output;
   expect_equal_parameters(dir + "/local/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+}
+
+// Connections closed mid-body and 503 answers in front of nginx: the readers retry, and the
+// job ends with the losses of the job read from disk.
+TEST(TrainFromShards, ThroughResetsAnd503sTheJobEndsWithTheLossesReadFromDisk) {
+  PackedFashion data;
+  testing::NginxServer http(data.folder.path(), false);
+  ASSERT_TRUE(http.available()) << http.why_not();
+  const std::string dir = data.folder.path();
+  const auto local = run_process(shards_job(data, dir + "/local", {"--epochs", "1"}));
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  for (const testing::Fault fault : {testing::Fault::kCloseMidBody, testing::Fault::kAnswer503}) {
+    testing::FaultProxy proxy(http.port(), fault, 6);
+    const std::string out = dir + "/proxied-" + std::to_string(static_cast<int>(fault));
+    const auto proxied = run_process(shards_job(data, out, {"--epochs", "1", "--data-path", "fashion-shards=" + proxy.url() + "/shards"}));
+    ASSERT_EQ(proxied.exit_code, 0) << proxied.output;
+    EXPECT_GT(proxy.requests(), 6);
+    EXPECT_EQ(validation_lines(proxied.output), validation_lines(local.output));
+    expect_equal_parameters(dir + "/local/checkpoints/step-0000000008.pt", out + "/checkpoints/step-0000000008.pt");
+  }
 }
 
 TEST(TrainFromShards, AFolderUrlWithoutAnIndexIsOneLineFromTheLauncherBeforeAnyWorkerStarts) {
