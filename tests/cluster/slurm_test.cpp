@@ -11,6 +11,7 @@
 
 #include "support/network_hosts.h"
 #include "support/slurm_cluster.h"
+#include "support/run_output.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 #include "train/weight_lines.h"
@@ -47,14 +48,6 @@ std::vector<std::string> small_train(const std::string& out, int epochs, std::ve
   return command;
 }
 
-// Every "val loss ..." line, without a launcher's rank prefix.
-std::vector<std::string> validation_lines(const std::string& output) {
-  std::vector<std::string> lines;
-  for (size_t at = output.find("val loss "); at != std::string::npos; at = output.find("val loss ", at + 1)) {
-    lines.push_back(output.substr(at, output.find('\n', at) - at));
-  }
-  return lines;
-}
 
 void expect_same_parameters(const std::string& run, const std::string& reference) {
   train::expect_same_weights(train::checkpoint_weights(train::newest_checkpoint(reference)),

@@ -17,6 +17,7 @@
 #include "lockstep/data/idx.h"
 #include "lockstep/data/imagenet.h"
 #include "lockstep/data/jpeg.h"
+#include "support/expected_errors.h"
 #include "support/world.h"
 
 namespace lockstep::data {
@@ -49,17 +50,7 @@ Bytes gunzip(const std::string& path) {
   return bytes;
 }
 
-// The message of the DataError that `action` throws; a failure when it throws none.
-template <typename Action>
-std::string data_error(Action action) {
-  try {
-    action();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a DataError";
-  return "";
-}
+using lockstep::testing::data_error;
 
 ::testing::AssertionResult mentions(const std::string& message, const std::string& part) {
   if (message.find(part) != std::string::npos) return ::testing::AssertionSuccess();

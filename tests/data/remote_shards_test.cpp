@@ -14,6 +14,7 @@
 #include "lockstep/data/shards.h"
 #include "support/fault_proxy.h"
 #include "support/nginx_server.h"
+#include "support/expected_errors.h"
 #include "support/tool_process.h"
 
 namespace lockstep::testing {
@@ -21,16 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-template <typename Action>
-std::string data_error(Action action) {
-  try {
-    action();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a DataError";
-  return "";
-}
 
 // 600 test examples of Fashion-MNIST in 4 shards, under `folder`/shards.
 struct PackedSplit {

@@ -21,6 +21,7 @@
 #include "lockstep/data/registry.h"
 #include "lockstep/data/shards.h"
 #include "support/tool_process.h"
+#include "support/expected_errors.h"
 #include "support/world.h"
 
 namespace lockstep::testing {
@@ -38,16 +39,6 @@ void write_bytes(const std::string& path, const Bytes& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-template <typename Action>
-std::string data_error(Action action) {
-  try {
-    action();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a DataError";
-  return "";
-}
 
 void expect_same_examples(const data::Dataset& read, const data::Dataset& original, const std::string& what) {
   ASSERT_EQ(read.size(), original.size()) << what;

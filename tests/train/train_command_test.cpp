@@ -19,6 +19,7 @@
 #include "lockstep/train/models.h"
 #include "lockstep/train/trainer.h"
 #include "support/pty_process.h"
+#include "support/run_output.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 
@@ -28,6 +29,7 @@ namespace {
 using testing::contains;
 using testing::run_process;
 using testing::TemporaryDirectory;
+using testing::validation_lines;
 
 // A small job: 512 training examples, so 8 steps an epoch on 2 workers with batch 32; 3
 // epochs unless `extra` says otherwise.
@@ -74,14 +76,6 @@ TEST(TrainCommand, ResumingARunStoppedInEpochTwoEndsWithTheSameParameters) {
   EXPECT_EQ(records.back().step, 24);
 }
 
-// Every "val loss ..." line of a run's output, without the launcher's rank prefix.
-std::vector<std::string> validation_lines(const std::string& output) {
-  std::vector<std::string> lines;
-  for (size_t at = output.find("val loss "); at != std::string::npos; at = output.find("val loss ", at + 1)) {
-    lines.push_back(output.substr(at, output.find('\n', at) - at));
-  }
-  return lines;
-}
 
 TEST(TrainCommand, ThreadsAndProcessesTrainToTheSameBits) {
   TemporaryDirectory dir;

@@ -8,14 +8,13 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
-#include "lockstep/train/checkpoint.h"
-#include "lockstep/train/models.h"
 #include "support/fault_proxy.h"
 #include "support/nginx_server.h"
+#include "support/run_output.h"
 #include "support/tool_process.h"
 #include "support/world.h"
+#include "weight_lines.h"
 
 namespace lockstep::train {
 namespace {
@@ -23,6 +22,7 @@ namespace {
 using testing::contains;
 using testing::run_process;
 using testing::TemporaryDirectory;
+using testing::validation_lines;
 
 // Fashion-MNIST packed in 256 KB shards (about 100 examples each), and a registry naming it.
 struct PackedFashion {
@@ -46,26 +46,10 @@ std::vector<std::string> shards_job(const PackedFashion& data, const std::string
   return command;
 }
 
-std::vector<std::string> validation_lines(const std::string& output) {
-  std::vector<std::string> lines;
-  for (size_t at = output.find("val loss "); at != std::string::npos; at = output.find("val loss ", at + 1)) {
-    lines.push_back(output.substr(at, output.find('\n', at) - at));
-  }
-  return lines;
-}
 
+// The same model tensors, bit for bit, in two checkpoints.
 void expect_equal_parameters(const std::string& a, const std::string& b) {
-  const auto load = [](const std::string& checkpoint) {
-    auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
-    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-    load_checkpoint(checkpoint, *model, optimizer);
-    return model->named_parameters();
-  };
-  const auto pa = load(a), pb = load(b);
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key() << " differs between " << a << " and " << b;
-  }
+  expect_same_weights(checkpoint_weights(a), checkpoint_weights(b));
 }
 
 TEST(TrainFromShards, FromDiskAndFromNginxOverHttpsTheLossesAreTheSameInBothModesAndAResumeIsExact) {
