@@ -254,7 +254,8 @@ std::shared_ptr<Dataset> open_dataset(const DatasetEntry& entry, const std::stri
 std::vector<std::string> class_names(const DatasetEntry& entry) {
   if (!entry.class_names.empty()) return entry.class_names;
   if (entry.type == "fashion-mnist") return fashion_mnist_classes();
-  if (entry.type == "shards" && !entry.splits.empty()) {
+  // From an index; shards named by a pattern have none to read names from.
+  if (entry.type == "shards" && !entry.splits.empty() && entry.splits.begin()->second.find('{') == std::string::npos) {
     const auto names = ShardDataset(entry.path, entry.splits.begin()->second, shard_options(entry)).class_names();
     if (!names.empty()) return names;
   }
