@@ -65,8 +65,11 @@ NginxServer::NginxServer(const std::string& folder, bool https) : https_(https) 
   config << "  }\n}\n";
   config.close();
 
-  nginx_ = std::make_unique<ToolProcess>(std::vector<std::string>{"/usr/sbin/nginx", "-p", state, "-c", state + "/nginx.conf",
-                                                                  "-e", state + "/error.log"});
+  // setpriv's parent-death signal: nginx goes with this process even when it dies without
+  // running destructors (an abort, a crash), so no server outlives a test.
+  nginx_ = std::make_unique<ToolProcess>(std::vector<std::string>{"setpriv", "--pdeathsig", "KILL", "/usr/sbin/nginx",
+                                                                  "-p", state, "-c", state + "/nginx.conf", "-e",
+                                                                  state + "/error.log"});
   for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
        std::chrono::steady_clock::now() < deadline;) {
     if (accepts_connections(port_)) return;
