@@ -12,4 +12,5 @@
 #include "lockstep/ddp/distributed_data_parallel.h"
 #include "lockstep/ddp/distributed_optimizer.h"
 #include "lockstep/ddp/scripted_module.h"
+#include "lockstep/ddp/sharded_optimizer.h"
 #include "lockstep/ddp/synchronize.h"

@@ -12,6 +12,7 @@
 
 #include "ddp/optimizer_kinds.h"
 #include "ddp/optimizer_state_table.h"
+#include "ddp/synchronize_parts.h"
 #include "ddp/tensors_by_device.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
@@ -89,8 +90,8 @@ std::vector<std::string> gather_texts(const ProcessGroup& group, const std::stri
   return texts;
 }
 
-std::string first_difference(const std::string& what, int rank, const std::vector<Entry>& theirs,
-                             int root, const std::vector<Entry>& roots) {
+std::string first_difference(const std::string& who, const std::string& what, int rank,
+                             const std::vector<Entry>& theirs, int root, const std::vector<Entry>& roots) {
   size_t i = 0;
   while (i < theirs.size() && i < roots.size() && theirs[i].label == roots[i].label &&
          theirs[i].detail == roots[i].detail) {
@@ -98,7 +99,7 @@ std::string first_difference(const std::string& what, int rank, const std::vecto
   }
   const std::string on_rank = " on rank " + std::to_string(rank);
   const std::string on_root = " on rank " + std::to_string(root);
-  const std::string head = "lockstep::synchronize: rank " + std::to_string(rank) + "'s " + what +
+  const std::string head = who + ": rank " + std::to_string(rank) + "'s " + what +
                            " differs from rank " + std::to_string(root) + "'s";
   if (i < theirs.size() && i < roots.size() && theirs[i].label == roots[i].label) {
     return head + " at " + roots[i].label + ": " + theirs[i].detail + on_rank + " vs " +
@@ -114,8 +115,8 @@ std::string first_difference(const std::string& what, int rank, const std::vecto
 // Checks, in one small all_gather, that every rank passed the same root and holds the same
 // list of tensors. When they differ, a second all_gather brings every rank's list to every
 // rank, so that all of them throw the same MismatchError instead of some hanging.
-void agree_with_root(const std::string& what, const std::vector<Entry>& entries, int root,
-                     const ProcessGroup& group) {
+void agree_with_root(const std::string& who, const std::string& what, const std::vector<Entry>& entries,
+                     int root, const ProcessGroup& group) {
   const std::string text = join(entries);
   const at::Tensor mine = at::tensor(
       std::vector<int64_t>{fingerprint(text), static_cast<int64_t>(text.size()), root}, at::kLong);
@@ -129,13 +130,13 @@ void agree_with_root(const std::string& what, const std::vector<Entry>& entries,
   const int n = static_cast<int>(roots.size());
   for (int r = 1; r < n; ++r) {
     if (roots[r] != roots[0]) {
-      throw MismatchError("lockstep::synchronize: ranks passed different roots: rank " +
+      throw MismatchError(who + ": ranks passed different roots: rank " +
                           std::to_string(r) + " passed root " + std::to_string(roots[r]) +
                           " but rank 0 passed root " + std::to_string(roots[0]));
     }
   }
   if (root < 0 || root >= n) {
-    throw Error("lockstep::synchronize: root " + std::to_string(root) +
+    throw Error(who + ": root " + std::to_string(root) +
                 " is not a rank; ranks are 0.." + std::to_string(n - 1));
   }
   bool same = true;
@@ -144,31 +145,12 @@ void agree_with_root(const std::string& what, const std::vector<Entry>& entries,
   const auto texts = gather_texts(group, text, lengths);
   for (int r = 0; r < n; ++r) {
     if (texts[r] != texts[root]) {
-      throw MismatchError(first_difference(what, r, split(texts[r]), root, split(texts[root])));
+      throw MismatchError(first_difference(who, what, r, split(texts[r]), root, split(texts[root])));
     }
   }
 }
 
 // ---- moving tensors ----
-
-// Root's values land in every rank's tensors where they are (a GPU's over the group's device
-// transport), in one broadcast per device and dtype. Non-contiguous tensors travel as a
-// contiguous copy, and tensors of a dtype the collectives do not carry as raw bytes.
-void broadcast_into(const std::vector<at::Tensor>& tensors, int root, const ProcessGroup& group) {
-  for (const auto& indices : detail::indices_by_device(tensors)) {
-    std::vector<at::Tensor> staged, wire;
-    for (size_t i : indices) {
-      staged.push_back(tensors[i].contiguous());
-      wire.push_back(is_supported_dtype(tensors[i].scalar_type()) ? staged.back()
-                                                                  : staged.back().view(-1).view(at::kByte));
-    }
-    broadcast(wire, root, group);
-    if (group.rank() == root) continue;
-    for (size_t k = 0; k < indices.size(); ++k) {
-      if (!staged[k].is_same(tensors[indices[k]])) tensors[indices[k]].copy_(staged[k]);
-    }
-  }
-}
 
 // Root broadcasts its options and state tables, every rank shapes its state like root's,
 // then root broadcasts the state tensors (one collective per dtype each time).
@@ -194,7 +176,7 @@ void synchronize_state(torch::optim::Optimizer& optimizer, const std::vector<at:
                 std::to_string(root));
   }
   if (!is_root) detail::set_options<Kind>(options, tables[0]);
-  broadcast_into(detail::match_state<Kind>(optimizer, params, tables[1], is_root), root, group);
+  detail::broadcast_into(detail::match_state<Kind>(optimizer, params, tables[1], is_root), root, group);
 }
 
 }  // namespace
@@ -212,36 +194,60 @@ void synchronize(torch::nn::Module& module, int root, const ProcessGroup& group)
   };
   add("parameter", module.named_parameters(/*recurse=*/true));
   add("buffer", module.named_buffers(/*recurse=*/true));
-  agree_with_root("module", entries, root, group);
-  broadcast_into(tensors, root, group);
+  agree_with_root("lockstep::synchronize", "module", entries, root, group);
+  detail::broadcast_into(tensors, root, group);
 }
+
+namespace detail {
+
+void broadcast_into(const std::vector<at::Tensor>& tensors, int root, const ProcessGroup& group) {
+  for (const auto& indices : indices_by_device(tensors)) {
+    std::vector<at::Tensor> staged, wire;
+    for (size_t i : indices) {
+      staged.push_back(tensors[i].contiguous());
+      wire.push_back(is_supported_dtype(tensors[i].scalar_type()) ? staged.back()
+                                                                  : staged.back().view(-1).view(at::kByte));
+    }
+    broadcast(wire, root, group);
+    if (group.rank() == root) continue;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (!staged[k].is_same(tensors[indices[k]])) tensors[indices[k]].copy_(staged[k]);
+    }
+  }
+}
+
+ParamGroupsLabels agree_on_param_groups(const std::string& who, torch::optim::Optimizer& optimizer, int root,
+                                        const ProcessGroup& group) {
+  const std::string type = c10::demangle(typeid(optimizer).name());
+  std::string kind = "unsupported " + type;
+  visit_kind(optimizer, [&](auto k) { kind = decltype(k)::name; });
+
+  std::vector<Entry> entries{{"the optimizer type", kind}};
+  ParamGroupsLabels listed;
+  const auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string param_group = "param group " + std::to_string(g);
+    entries.push_back({param_group, std::to_string(groups[g].params().size()) + " parameters"});
+    for (size_t i = 0; i < groups[g].params().size(); ++i) {
+      listed.labels.push_back(param_group + ", parameter " + std::to_string(i));
+      listed.params.push_back(groups[g].params()[i]);
+      entries.push_back({listed.labels.back(), describe(listed.params.back())});
+    }
+  }
+  agree_with_root(who, "optimizer", entries, root, group);
+  return listed;
+}
+
+}  // namespace detail
 
 void synchronize(torch::optim::Optimizer& optimizer, int root, const ProcessGroup& group) {
   torch::NoGradGuard no_grad;
-  const std::string type = c10::demangle(typeid(optimizer).name());
-  std::string kind = "unsupported " + type;
-  detail::visit_kind(optimizer, [&](auto k) { kind = decltype(k)::name; });
-
-  std::vector<Entry> entries{{"the optimizer type", kind}};
-  std::vector<at::Tensor> params;
-  std::vector<std::string> labels;
-  const auto& groups = optimizer.param_groups();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const std::string group = "param group " + std::to_string(g);
-    entries.push_back({group, std::to_string(groups[g].params().size()) + " parameters"});
-    for (size_t i = 0; i < groups[g].params().size(); ++i) {
-      labels.push_back(group + ", parameter " + std::to_string(i));
-      params.push_back(groups[g].params()[i]);
-      entries.push_back({labels.back(), describe(params.back())});
-    }
-  }
-  agree_with_root("optimizer", entries, root, group);
-
+  const auto listed = detail::agree_on_param_groups("lockstep::synchronize", optimizer, root, group);
   const bool supported = detail::visit_kind(optimizer, [&](auto k) {
-    synchronize_state<decltype(k)>(optimizer, params, labels, root, group);
+    synchronize_state<decltype(k)>(optimizer, listed.params, listed.labels, root, group);
   });
   if (!supported) {
-    throw Error("lockstep::synchronize: cannot synchronize the state of " + type +
+    throw Error("lockstep::synchronize: cannot synchronize the state of " + c10::demangle(typeid(optimizer).name()) +
                 "; supported optimizers are " + detail::kSupportedKindNames +
                 " (and classes derived from them)");
   }

@@ -1,0 +1,61 @@
+// ShardedOptimizer (ZeRO stage 1) as real processes (ddp_worker) and as replicas on threads:
+// SGD with momentum, Adam and AdamW, plainly, with no_sync() every other step and with
+// clipping, plus RMSprop and Adagrad, 20 steps each under a changing learning rate: every
+// parameter has the bits that DDP with the unsharded optimizer gives, each rank holds the
+// state of its partition only, and the state consolidated on rank 0 is the unsharded one's.
+#include <gtest/gtest.h>
+
+#include "lockstep/lockstep.h"
+#include "sharded_scenarios.h"
+#include "support/world.h"
+
+namespace lockstep::testing {
+namespace {
+
+std::vector<std::string> outputs_of_processes(int n, const std::string& scenario) {
+  const auto ranks = run_processes(n, {DDP_WORKER, scenario}, tcp_world(n, {{"LOCKSTEP_TIMEOUT", "30"}}));
+  std::vector<std::string> outputs;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output, "rank " + std::to_string(r) + ": " + scenario + " ok")) << ranks[r].output;
+    outputs.push_back(ranks[r].output);
+  }
+  return outputs;
+}
+
+void expect_every_replica_ok(int n, const std::string& scenario) {
+  std::vector<int> codes(n, -1);
+  run_replicas(n, [&](ProcessGroup group) { codes[group.rank()] = run_sharded_scenario(scenario); },
+               ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
+  EXPECT_EQ(codes, std::vector<int>(n, 0)) << scenario << " on " << n << " replicas";
+}
+
+TEST(ShardedOptimizer, MatchesTheUnshardedOptimizerOnTwoAndThreeRanks) {
+  outputs_of_processes(2, "sharded-equivalence");
+  outputs_of_processes(3, "sharded-equivalence");
+}
+
+TEST(ShardedOptimizer, MatchesTheUnshardedOptimizerOnTwoAndThreeReplicas) {
+  expect_every_replica_ok(2, "sharded-equivalence");
+  expect_every_replica_ok(3, "sharded-equivalence");
+}
+
+TEST(ShardedOptimizer, ParametersThatDifferBetweenRanksAreNamedOnEveryRank) {
+  for (const auto& output : outputs_of_processes(3, "sharded-different-parameters")) {
+    EXPECT_TRUE(contains(output, "MismatchError: lockstep::ShardedOptimizer: rank 1's optimizer differs from rank 0's "
+                                 "at param group 0, parameter 0: [33, 8] float32 on rank 1 vs [32, 8] float32 on rank 0"))
+        << output;
+  }
+}
+
+TEST(ShardedOptimizer, RefusesLbfgsInOneLine) {
+  for (const auto& output : outputs_of_processes(2, "sharded-lbfgs")) {
+    EXPECT_TRUE(contains(output, "ConfigError: lockstep::ShardedOptimizer cannot shard torch::optim::LBFGS, whose line "
+                                 "search needs dot products over every parameter; use DistributedOptimizer<LBFGS>; it "
+                                 "shards SGD, Adam, AdamW, RMSprop and Adagrad\n"))
+        << output;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::testing

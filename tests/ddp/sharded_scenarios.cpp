@@ -1,0 +1,239 @@
+// ShardedOptimizer's scenarios, run on every rank as real processes (ddp_worker) and as
+// replicas on threads (sharded_optimizer_test): each trains one model with
+// DistributedDataParallel and the unsharded optimizer and a second, the same, with the
+// ShardedOptimizer, side by side on rank-dependent batches, and requires every parameter
+// to have the same bits after every step.
+#include "sharded_scenarios.h"
+
+#include <iostream>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "ddp/optimizer_kinds.h"
+#include "ddp/optimizer_state_table.h"
+#include "lockstep/lockstep.h"
+
+namespace {
+
+using torch::Tensor;
+
+constexpr int kSteps = 20;
+thread_local int failures = 0;  // per replica
+
+void fail(const std::string& what) {
+  ++failures;
+  std::cerr << "rank " << lockstep::rank() << ": " << what << "\n";
+}
+
+// Parameters of several sizes, so that the partition has something to balance.
+torch::nn::Sequential make_model(int out_features = 32) {
+  torch::nn::Sequential model{nullptr};
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(100 + lockstep::rank());  // DDP starts everyone from rank 0's
+    model = torch::nn::Sequential(torch::nn::Linear(8, out_features), torch::nn::ReLU(),
+                                  torch::nn::Linear(out_features, 16), torch::nn::Tanh(), torch::nn::Linear(16, 4));
+  });
+  return model;
+}
+
+// This rank's batch of micro-batch `micro`: different on every rank.
+Tensor loss_of(torch::nn::Sequential& model, int micro) {
+  Tensor x, y;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(1000 + 10 * micro + lockstep::rank());
+    x = torch::randn({6, 8});
+    y = torch::randn({6, 4});
+  });
+  return torch::mse_loss(model->forward(x), y);
+}
+
+// How the optimizers are stepped: plainly, with no_sync() accumulation of every other
+// micro-batch, or with the gradients clipped to a global norm first.
+enum class Variant { plain, no_sync, clip };
+const char* name_of(Variant v) { return v == Variant::plain ? "plain" : v == Variant::no_sync ? "no_sync" : "clip"; }
+
+struct Trained {
+  torch::nn::Sequential model{nullptr};
+  std::unique_ptr<lockstep::DistributedDataParallel> ddp;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+
+  // One micro-batch; true when the optimizer stepped.
+  bool train(int micro, int step, Variant variant) {
+    const bool accumulate = variant == Variant::no_sync && micro % 2 == 0;
+    if (accumulate) {
+      auto guard = ddp->no_sync();
+      loss_of(model, micro).backward();
+      return false;
+    }
+    loss_of(model, micro).backward();
+    if (variant == Variant::clip) torch::nn::utils::clip_grad_norm_(model->parameters(), 0.05);
+    for (auto& group : optimizer->param_groups()) group.options().set_lr(0.01 * (1 + step % 3));  // a schedule
+    optimizer->step();
+    optimizer->zero_grad();
+    return true;
+  }
+};
+
+template <typename Opt, typename Options>
+Trained make_trained(bool sharded, const Options& options) {
+  Trained t;
+  t.model = make_model();
+  t.ddp = std::make_unique<lockstep::DistributedDataParallel>(t.model.ptr());
+  const auto params = t.model->parameters();
+  if (sharded) {
+    t.optimizer = std::make_unique<lockstep::ShardedOptimizer<Opt>>(params, options);
+  } else {
+    t.optimizer = std::make_unique<Opt>(params, options);
+  }
+  return t;
+}
+
+// One parameter's state: its numbers ("step=20") and field names, and its tensors.
+struct StateFields {
+  std::vector<std::string> labels;
+  std::vector<Tensor> tensors;
+};
+
+template <typename Kind>
+StateFields fields_of(torch::optim::OptimizerParamState& state) {
+  StateFields f;
+  Kind::each_state_field(static_cast<typename Kind::State&>(state), [&](const char* name, auto& field) {
+    std::ostringstream label;
+    label << name;
+    if constexpr (lockstep::detail::is_tensor<decltype(field)>) {
+      if (!field.defined()) label << " undefined";
+      if (field.defined()) f.tensors.push_back(field);
+    } else {
+      label << "=" << field;
+    }
+    f.labels.push_back(label.str());
+  });
+  return f;
+}
+
+// Every parameter's state the same, bit for bit, in both optimizers.
+template <typename Kind>
+void expect_same_state(torch::optim::Optimizer& got, torch::optim::Optimizer& want, const std::vector<Tensor>& got_params,
+                       const std::vector<Tensor>& want_params, const std::string& what) {
+  using StateMap = std::decay_t<decltype(got.state())>;
+  for (size_t i = 0; i < got_params.size(); ++i) {
+    const std::string param = what + ": parameter " + std::to_string(i);
+    auto found = got.state().find(lockstep::detail::state_key<StateMap>(got_params[i]));
+    auto wanted = want.state().find(lockstep::detail::state_key<StateMap>(want_params[i]));
+    if (found == got.state().end() || wanted == want.state().end()) {
+      fail(param + " has no state");
+      continue;
+    }
+    const StateFields mine = fields_of<Kind>(*found->second), theirs = fields_of<Kind>(*wanted->second);
+    if (mine.labels != theirs.labels) fail(param + "'s state fields differ");
+    for (size_t k = 0; k < mine.tensors.size() && k < theirs.tensors.size(); ++k) {
+      if (!torch::equal(mine.tensors[k], theirs.tensors[k])) fail(param + "'s state tensor " + std::to_string(k) + " differs");
+    }
+  }
+}
+
+template <typename Kind, typename Options>
+void equivalence_of(const Options& options, Variant variant) {
+  using Opt = typename Kind::Optimizer;
+  const std::string what = std::string(Kind::name) + "/" + name_of(variant);
+  Trained plain = make_trained<Opt>(false, options);
+  Trained sharded = make_trained<Opt>(true, options);
+  auto& sharding = dynamic_cast<lockstep::OptimizerSharding&>(*sharded.optimizer);
+  const auto plain_params = plain.model->parameters();
+  const auto sharded_params = sharded.model->parameters();
+
+  size_t owned = 0;
+  for (int owner : sharding.owners()) owned += owner == lockstep::rank() ? 1 : 0;
+  for (int micro = 0, step = 0; step < kSteps; ++micro) {
+    const bool stepped = plain.train(micro, step, variant);
+    sharded.train(micro, step, variant);
+    if (!stepped) continue;
+    ++step;
+    for (size_t i = 0; i < plain_params.size(); ++i) {
+      if (!torch::equal(plain_params[i], sharded_params[i])) {
+        fail(what + " step " + std::to_string(step) + ": parameter " + std::to_string(i) + " differs from the unsharded "
+             "optimizer's by " + std::to_string((plain_params[i] - sharded_params[i]).abs().max().item<double>()));
+        return;
+      }
+    }
+    if (sharded.optimizer->state().size() != owned) {
+      fail(what + ": holds state for " + std::to_string(sharded.optimizer->state().size()) + " parameters, owns " +
+           std::to_string(owned));
+    }
+  }
+
+  // Consolidated on rank 0, the state is the unsharded optimizer's; rank 0 alone may save it.
+  sharding.consolidate_state_dict(0);
+  if (lockstep::rank() == 0) {
+    expect_same_state<Kind>(*sharded.optimizer, *plain.optimizer, sharded_params, plain_params, what + " consolidated");
+    torch::serialize::OutputArchive archive;
+    sharded.optimizer->save(archive);
+  } else {
+    try {
+      torch::serialize::OutputArchive archive;
+      sharded.optimizer->save(archive);
+      fail(what + ": save() without the whole state did not throw");
+    } catch (const lockstep::ConfigError& e) {
+      if (std::string(e.what()).find("call consolidate_state_dict(") == std::string::npos) fail(e.what());
+    }
+  }
+  // The next step lets the others' state go again.
+  plain.train(2 * kSteps + 1, 0, Variant::plain);
+  sharded.train(2 * kSteps + 1, 0, Variant::plain);
+  if (sharded.optimizer->state().size() != owned) fail(what + ": kept others' state after the step");
+  for (size_t i = 0; i < plain_params.size(); ++i) {
+    if (!torch::equal(plain_params[i], sharded_params[i])) fail(what + ": parameter " + std::to_string(i) + " differs after consolidating");
+  }
+}
+
+void sharded_equivalence() {
+  namespace optim = torch::optim;
+  using namespace lockstep::detail;
+  for (const Variant v : {Variant::plain, Variant::no_sync, Variant::clip}) {
+    equivalence_of<SgdKind>(optim::SGDOptions(0.01).momentum(0.9).weight_decay(1e-3), v);
+    equivalence_of<AdamKind>(optim::AdamOptions(0.01).weight_decay(1e-3), v);
+    equivalence_of<AdamWKind>(optim::AdamWOptions(0.01), v);
+  }
+  equivalence_of<RmspropKind>(optim::RMSpropOptions(0.01).momentum(0.5).centered(true), Variant::plain);
+  equivalence_of<AdagradKind>(optim::AdagradOptions(0.01), Variant::plain);
+}
+
+// Rank 1's first layer is wider: every rank names that parameter.
+void sharded_different_parameters() {
+  auto model = make_model(lockstep::rank() == 1 ? 33 : 32);
+  try {
+    lockstep::ShardedOptimizer<torch::optim::Adam> optimizer(model->parameters());
+    fail("parameters that differ between ranks were accepted");
+  } catch (const lockstep::MismatchError& e) {
+    std::cout << "rank " << lockstep::rank() << ": MismatchError: " << e.what() << std::endl;
+  }
+}
+
+void sharded_lbfgs() {
+  auto model = make_model();
+  try {
+    lockstep::ShardedOptimizer<torch::optim::LBFGS> optimizer(model->parameters());
+    fail("LBFGS was sharded");
+  } catch (const lockstep::ConfigError& e) {
+    std::cout << "rank " << lockstep::rank() << ": ConfigError: " << e.what() << std::endl;
+  }
+}
+
+}  // namespace
+
+int run_sharded_scenario(const std::string& scenario) {
+  failures = 0;
+  if (scenario == "sharded-equivalence") {
+    sharded_equivalence();
+  } else if (scenario == "sharded-different-parameters") {
+    sharded_different_parameters();
+  } else if (scenario == "sharded-lbfgs") {
+    sharded_lbfgs();
+  } else {
+    std::cerr << "unknown sharded scenario '" << scenario << "'\n";
+    return 2;
+  }
+  if (failures == 0) std::cout << "rank " << lockstep::rank() << ": " << scenario << " ok" << std::endl;
+  return failures == 0 ? 0 : 1;
+}
