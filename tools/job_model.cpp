@@ -10,6 +10,7 @@
 #include "lockstep/error.h"
 #include "lockstep/comm/replicas.h"
 #include "lockstep/ddp/scripted_module.h"
+#include "lockstep/ddp/sharded_optimizer.h"
 #include "lockstep/train/models.h"
 
 namespace lockstep::tools {
@@ -60,13 +61,23 @@ void check_model_fits(const TrainJob& job, const JobData& d) {
   }
 }
 
+namespace {
+
+// Opt, or with --zero 1 Opt sharded across the workers.
+template <typename Opt, typename Options>
+std::shared_ptr<torch::optim::Optimizer> make(const TrainJob& job, const std::vector<torch::Tensor>& parameters,
+                                              const Options& options) {
+  if (job.zero == 1) return std::make_shared<ShardedOptimizer<Opt>>(parameters, options);
+  return std::make_shared<Opt>(parameters, options);
+}
+
+}  // namespace
+
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job, const std::vector<torch::Tensor>& parameters) {
   using namespace torch::optim;
-  if (job.optimizer == "adam") return std::make_shared<Adam>(parameters, AdamOptions(job.lr).weight_decay(job.weight_decay));
-  if (job.optimizer == "adamw") {
-    return std::make_shared<AdamW>(parameters, AdamWOptions(job.lr).weight_decay(job.weight_decay));
-  }
-  return std::make_shared<SGD>(parameters, SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
+  if (job.optimizer == "adam") return make<Adam>(job, parameters, AdamOptions(job.lr).weight_decay(job.weight_decay));
+  if (job.optimizer == "adamw") return make<AdamW>(job, parameters, AdamWOptions(job.lr).weight_decay(job.weight_decay));
+  return make<SGD>(job, parameters, SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
 }
 
 void keep_scripted_model(const TrainJob& job) {

@@ -66,6 +66,10 @@ void TrainJob::add_options(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--warmup-steps", warmup_steps, "Linear warm-up steps")->capture_default_str();
   command.add_option("--clip-grad-norm", clip_grad_norm, "Clip gradients to this global norm (0: off)");
+  command.add_option("--zero", zero, "1: shard the optimizer state across the workers (ZeRO stage 1); 0: every worker "
+                     "keeps all of it")
+      ->check(CLI::IsMember({0, 1}))
+      ->capture_default_str();
   command.add_option("--bucket-cap-mb", bucket_cap_mb, "Gradient bucket size of DistributedDataParallel, in MiB (the first "
                      "bucket at most 1)")->capture_default_str();
   command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
@@ -173,6 +177,7 @@ std::vector<std::string> TrainJob::as_arguments() const {
                                 "--lr", exact(lr), "--momentum", exact(momentum),
                                 "--weight-decay", exact(weight_decay), "--schedule", schedule,
                                 "--warmup-steps", std::to_string(warmup_steps), "--clip-grad-norm", exact(clip_grad_norm),
+                                "--zero", std::to_string(zero),
                                 "--bucket-cap-mb", exact(bucket_cap_mb),
                                 "--scale-lr", scale_lr ? "true" : "false", "--out", out, "--seed", std::to_string(seed),
                                 "--threads", std::to_string(threads), "--log-every", std::to_string(log_every),

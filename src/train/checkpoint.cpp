@@ -1,7 +1,5 @@
 #include "lockstep/train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,7 +10,10 @@
 
 #include "ddp/optimizer_kinds.h"
 #include "ddp/optimizer_state_table.h"
+#include "lockstep/ddp/sharded_optimizer.h"
 #include "lockstep/error.h"
+#include "train/durable_file.h"
+#include "train/optimizer_shards.h"
 
 namespace lockstep::train {
 namespace {
@@ -21,6 +22,28 @@ namespace fs = std::filesystem;
 
 // Written into every checkpoint, so that another file is recognised as not being one.
 constexpr int64_t kFormat = 1;
+
+// "step-0000000100.pt", and not its shards "step-0000000100.optimizer-1-of-2.pt".
+bool is_checkpoint_name(const std::string& name) {
+  const std::string prefix = "step-", suffix = ".pt";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const std::string step = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return std::all_of(step.begin(), step.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A checkpoint and the optimizer shards written beside it.
+void remove_with_shards(const std::string& checkpoint) {
+  const fs::path path(checkpoint);
+  const std::string shard_prefix = path.stem().string() + ".optimizer-";
+  std::error_code error;
+  fs::remove(path, error);
+  for (const auto& entry : fs::directory_iterator(path.parent_path(), error)) {
+    if (entry.path().filename().string().rfind(shard_prefix, 0) == 0) fs::remove(entry.path(), error);
+  }
+}
 
 std::string checkpoint_name(int64_t step) {
   char name[40];
@@ -35,14 +58,6 @@ std::map<std::string, torch::Tensor> model_tensors(const torch::nn::Module& mode
   for (const auto& item : model.named_parameters()) tensors["param:" + item.key()] = item.value();
   for (const auto& item : model.named_buffers()) tensors["buffer:" + item.key()] = item.value();
   return tensors;
-}
-
-void sync_to_disk(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags);
-  if (fd < 0) throw Error("cannot open " + path + " to flush it to disk");
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced) throw Error("cannot flush " + path + " to disk (fsync failed)");
 }
 
 int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key, const std::string& path) {
@@ -106,6 +121,22 @@ void move_optimizer_state_to_parameters(torch::optim::Optimizer& optimizer) {
   detail::visit_kind(optimizer, [&](auto kind) { detail::move_state_to_parameters<decltype(kind)>(optimizer, params); });
 }
 
+// The parameters whose optimizer state this process reads from a sharded checkpoint: a
+// ShardedOptimizer's own (the other ranks read theirs), every one for any other optimizer.
+std::vector<size_t> indices_to_read(torch::optim::Optimizer& optimizer) {
+  std::vector<size_t> indices;
+  if (const auto* sharding = dynamic_cast<const OptimizerSharding*>(&optimizer)) {
+    for (size_t i = 0; i < sharding->owners().size(); ++i) {
+      if (sharding->owners()[i] == sharding->group().rank()) indices.push_back(i);
+    }
+    return indices;
+  }
+  size_t count = 0;
+  for (const auto& group : optimizer.param_groups()) count += group.params().size();
+  for (size_t i = 0; i < count; ++i) indices.push_back(i);
+  return indices;
+}
+
 void copy_tensors(const std::map<std::string, torch::Tensor>& saved, std::map<std::string, torch::Tensor>& mine) {
   torch::NoGradGuard no_grad;
   for (auto& [key, tensor] : mine) tensor.copy_(saved.at(key));
@@ -134,26 +165,24 @@ std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::
   torch::serialize::OutputArchive model_archive;
   for (const auto& [key, tensor] : model_tensors(model)) model_archive.write(key, tensor.detach());
   archive.write("model", model_archive);
-  torch::serialize::OutputArchive optimizer_archive;
-  optimizer.save(optimizer_archive);
-  archive.write("optimizer", optimizer_archive);
+  const auto* sharding = dynamic_cast<const OptimizerSharding*>(&optimizer);
+  if (sharding != nullptr && !sharding->holds_all_state()) {
+    // Each rank has written its own shard (save_collectively): this file says where they are.
+    // options_of() hands out the options as mutable, but nothing is changed through them.
+    auto& readable = const_cast<torch::optim::Optimizer&>(optimizer);
+    shard_layout(readable, sharding->owners(), sharding->group().size()).write(archive);
+  } else {
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer.save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+  }
 
-  const std::string final_path = (fs::path(folder_) / checkpoint_name(state.position.step)).string();
-  const std::string temporary = final_path + ".tmp";
-  try {
-    archive.save_to(temporary);
-  } catch (const c10::Error& e) {
-    fs::remove(temporary, error);
-    throw Error("cannot write the checkpoint " + temporary + ": " + e.what_without_backtrace());
-  }
-  sync_to_disk(temporary, O_RDONLY);
-  if (std::rename(temporary.c_str(), final_path.c_str()) != 0) {
-    throw Error("cannot rename " + temporary + " to " + final_path);
-  }
-  sync_to_disk(folder_, O_RDONLY | O_DIRECTORY);  // makes the rename itself durable
+  const std::string final_path = path(state.position.step);
+  save_archive_atomically(archive, final_path);
+  sync_folder(folder_);  // makes the rename itself durable
 
   const auto all = list();
-  for (size_t i = 0; i + static_cast<size_t>(keep_) < all.size(); ++i) fs::remove(all[i], error);
+  for (size_t i = 0; i + static_cast<size_t>(keep_) < all.size(); ++i) remove_with_shards(all[i]);
   return final_path;
 }
 
@@ -162,12 +191,14 @@ std::vector<std::string> CheckpointFolder::list() const {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(folder_, error)) {
     const std::string name = entry.path().filename().string();
-    // Only finished files: a ".tmp" left by a crash is never a checkpoint.
-    if (name.rfind("step-", 0) == 0 && entry.path().extension() == ".pt") found.push_back(entry.path().string());
+    // Only finished files: a ".tmp" left by a crash is never a checkpoint, nor is a shard.
+    if (is_checkpoint_name(name)) found.push_back(entry.path().string());
   }
   std::sort(found.begin(), found.end());  // zero-padded steps sort in step order
   return found;
 }
+
+std::string CheckpointFolder::path(int64_t step) const { return (fs::path(folder_) / checkpoint_name(step)).string(); }
 
 std::string CheckpointFolder::latest() const {
   const auto all = list();
@@ -175,6 +206,12 @@ std::string CheckpointFolder::latest() const {
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  ShardLayout layout;
+  return load_checkpoint_and_layout(path, model, optimizer, layout);
+}
+
+CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::Module& model,
+                                           torch::optim::Optimizer& optimizer, ShardLayout& layout) {
   auto archive = open_checkpoint(path);
 
   CheckpointState state;
@@ -200,14 +237,18 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
   auto mine = model_tensors(model);
   check_same_tensors(saved, mine, path + from);
 
-  torch::serialize::InputArchive optimizer_archive;
-  if (!archive.try_read("optimizer", optimizer_archive)) throw DataError(path + ": not a lockstep checkpoint (no optimizer)");
-  try {
-    optimizer.load(optimizer_archive);
-  } catch (const c10::Error& e) {
-    throw DataError(path + ": its optimizer state does not fit this optimizer: " + e.what_without_backtrace());
+  if (layout.read(archive)) {
+    read_optimizer_shards(path, state.position.step, layout, indices_to_read(optimizer), optimizer);
+  } else {
+    torch::serialize::InputArchive optimizer_archive;
+    if (!archive.try_read("optimizer", optimizer_archive)) throw DataError(path + ": not a lockstep checkpoint (no optimizer)");
+    try {
+      optimizer.load(optimizer_archive);
+    } catch (const c10::Error& e) {
+      throw DataError(path + ": its optimizer state does not fit this optimizer: " + e.what_without_backtrace());
+    }
+    move_optimizer_state_to_parameters(optimizer);
   }
-  move_optimizer_state_to_parameters(optimizer);
   copy_tensors(saved, mine);
   return state;
 }

@@ -11,7 +11,11 @@
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
+#include "lockstep/ddp/sharded_optimizer.h"
 #include "lockstep/ddp/synchronize.h"
+#include "ddp/optimizer_kinds.h"
+#include "ddp/optimizer_state_table.h"
+#include "train/optimizer_shards.h"
 
 namespace lockstep::train {
 namespace {
@@ -53,9 +57,72 @@ void set_generator_states(torch::Device device, const torch::Tensor& row) {
   });
 }
 
+
 std::vector<int64_t> as_vector(const torch::Tensor& tensor) {
   const torch::Tensor flat = tensor.to(torch::kInt64).contiguous();
   return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+}
+
+// Every rank throws the error of the first rank that had one (an empty `error`: none), so
+// that no rank goes on to a collective the others never reach.
+void throw_first_error(const std::string& error, const ProcessGroup& group) {
+  torch::Tensor first = torch::tensor({static_cast<int64_t>(error.empty() ? group.size() : group.rank())});
+  lockstep::all_reduce(first, ReduceOp::Min, group);
+  const int failed = static_cast<int>(first.item<int64_t>());
+  if (failed == group.size()) return;
+  auto message = torch::zeros({kMessageBytes}, torch::kUInt8);
+  std::memcpy(message.data_ptr(), error.data(), std::min<size_t>(error.size(), kMessageBytes - 1));
+  lockstep::broadcast(message, failed, group);
+  const std::string text(static_cast<const char*>(message.data_ptr()));
+  throw DataError(group.rank() == failed ? text : "rank " + std::to_string(failed) + ": " + text);
+}
+
+// The sharded optimizer of a run on more than one rank, else null. Every rank answers alike
+// (unlike holds_all_state(), which a consolidation or a load makes true on one rank).
+OptimizerSharding* sharded(torch::optim::Optimizer& optimizer) {
+  auto* sharding = dynamic_cast<OptimizerSharding*>(&optimizer);
+  return sharding != nullptr && sharding->group().size() > 1 ? sharding : nullptr;
+}
+
+// Rank 0's learning rates, betas, ... on every rank.
+void broadcast_options(torch::optim::Optimizer& optimizer, const ProcessGroup& group) {
+  detail::visit_kind(optimizer, [&](auto kind) {
+    using Kind = decltype(kind);
+    const auto options = detail::options_of<Kind>(optimizer);
+    torch::Tensor table = detail::options_table<Kind>(options);
+    lockstep::broadcast(table, 0, group);
+    detail::set_options<Kind>(options, table);
+  });
+}
+
+// After rank 0 loaded the checkpoint of `step` (its own parameters' optimizer state, or every
+// parameter's from a checkpoint without shards), every rank gets the state of its own.
+void resume_sharded_optimizer(OptimizerSharding& sharding, torch::optim::Optimizer& optimizer, const std::string& path,
+                              int64_t step, int64_t shards, const ShardLayout& layout, const ProcessGroup& group) {
+  if (shards == 0) {
+    sharding.distribute_state(0);
+  } else {
+    // Rank 0 checked the layout against this model; the others read their partitions by it.
+    torch::Tensor owners = group.rank() == 0 ? torch::tensor(layout.owners, torch::kInt64)
+                                             : torch::zeros({static_cast<int64_t>(sharding.owners().size())}, torch::kInt64);
+    lockstep::broadcast(owners, 0, group);
+    std::string error;
+    if (group.rank() != 0) {
+      ShardLayout theirs = shard_layout(optimizer, sharding.owners(), static_cast<int>(shards));
+      theirs.owners = as_vector(owners);
+      std::vector<size_t> mine;
+      for (size_t i = 0; i < sharding.owners().size(); ++i) {
+        if (sharding.owners()[i] == group.rank()) mine.push_back(i);
+      }
+      try {
+        read_optimizer_shards(path, step, theirs, mine, optimizer);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    throw_first_error(error, group);
+  }
+  broadcast_options(optimizer, group);
 }
 
 }  // namespace
@@ -68,6 +135,17 @@ std::string save_collectively(const CheckpointFolder& folder, const TrainedState
   lockstep::all_reduce(longest, ReduceOp::Max, state.group);
   row = torch::constant_pad_nd(row, {0, longest.item<int64_t>() - row.numel()});
   const auto rng_states = torch::stack(lockstep::all_gather(row, state.group));
+  if (const OptimizerSharding* sharding = sharded(state.optimizer)) {
+    // Every rank its own shard, at once; rank 0's file, which names them, only once all are on disk.
+    std::string error;
+    try {
+      write_optimizer_shard(folder.path(position.step), position.step, state.optimizer, sharding->owners(),
+                            state.group.rank(), state.group.size());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    throw_first_error(error, state.group);
+  }
   if (state.group.rank() != 0) return "";
   return folder.save(state.model, state.optimizer,
                      CheckpointState{position, model_name, rng_states, state.ddp.bucket_order()});
@@ -75,20 +153,23 @@ std::string save_collectively(const CheckpointFolder& folder, const TrainedState
 
 std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& folder, const TrainedState& state) {
   // status (0 no checkpoint, 1 loaded, 2 failed: message follows), the position, the shape
-  // of the random generator states (rows, length), and the bucket order's length.
-  auto header = torch::zeros({8}, torch::kInt64);
+  // of the random generator states (rows, length), the bucket order's length, and the
+  // number of optimizer shards (0: the state is in rank 0's file).
+  auto header = torch::zeros({9}, torch::kInt64);
   auto message = torch::zeros({kMessageBytes}, torch::kUInt8);
   CheckpointState loaded;
+  ShardLayout layout;
   if (state.group.rank() == 0) {
     const std::string path = folder.latest();
     if (!path.empty()) {
       try {
-        loaded = load_checkpoint(path, state.model, state.optimizer);
+        loaded = load_checkpoint_and_layout(path, state.model, state.optimizer, layout);
         const auto& p = loaded.position;
         const torch::Tensor& rng = loaded.rng_states;
         const bool per_rank = rng.defined() && rng.dim() == 2 && rng.size(0) == p.world_size;
         header = torch::tensor({int64_t{1}, p.epoch, p.batch, p.step, p.world_size, per_rank ? rng.size(0) : 0,
-                                per_rank ? rng.size(1) : 0, static_cast<int64_t>(loaded.bucket_order.size())});
+                                per_rank ? rng.size(1) : 0, static_cast<int64_t>(loaded.bucket_order.size()),
+                                layout.world_size});
       } catch (const Error& error) {
         header[0] = 2;
         const std::string text = error.what();
@@ -107,7 +188,11 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
     throw DataError(state.group.rank() == 0 ? text : "rank 0 could not resume: " + text);
   }
   lockstep::synchronize(state.model, 0, state.group);
-  lockstep::synchronize(state.optimizer, 0, state.group);
+  if (OptimizerSharding* sharding = sharded(state.optimizer)) {
+    resume_sharded_optimizer(*sharding, state.optimizer, folder.path(h[3]), h[3], h[8], layout, state.group);
+  } else {
+    lockstep::synchronize(state.optimizer, 0, state.group);
+  }
   if (h[7] > 0) {
     torch::Tensor order = state.group.rank() == 0 ? torch::tensor(loaded.bucket_order, torch::kInt64) : torch::zeros({h[7]}, torch::kInt64);
     lockstep::broadcast(order, 0, state.group);

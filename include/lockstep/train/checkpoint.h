@@ -42,6 +42,8 @@ class CheckpointFolder {
   std::string save(const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
                    const CheckpointState& state) const;
 
+  /// The file of the checkpoint of `step`.
+  std::string path(int64_t step) const;
   /// The newest checkpoint, or "" when there is none.
   std::string latest() const;
   /// Every checkpoint, oldest first.
