@@ -21,10 +21,15 @@ using testing::TemporaryDirectory;
 
 constexpr int64_t kSavedStep = 6;
 
+// Drawn from the replica's own generator: replicas share libtorch's default one.
 torch::nn::Sequential make_mlp(int seed) {
-  torch::manual_seed(seed);
-  return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Linear(32, 16), torch::nn::Tanh(),
-                               torch::nn::Linear(16, 4));
+  torch::nn::Sequential model{nullptr};
+  with_replica_generator([&] {
+    torch::manual_seed(seed);
+    model = torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Linear(32, 16),
+                                  torch::nn::Tanh(), torch::nn::Linear(16, 4));
+  });
+  return model;
 }
 
 // A model, DDP and Adam, sharded or not, on this replica's default group.
@@ -162,7 +167,6 @@ TEST_F(ShardedCheckpoint, AMissingOrTruncatedShardIsOneLineNamingTheFile) {
 TEST_F(ShardedCheckpoint, ACheckpointOfAnotherModelNamesTheFirstDifferingParameter) {
   std::vector<std::string> errors(2);
   run_replicas(2, [&](ProcessGroup) {
-    torch::manual_seed(3);
     auto model = torch::nn::Sequential(torch::nn::Linear(8, 30), torch::nn::ReLU(), torch::nn::Linear(30, 4));
     DistributedDataParallel ddp(model);
     ShardedOptimizer<torch::optim::Adam> adam(model->parameters());
