@@ -136,3 +136,43 @@ TEST(TrainOptions, EachOptimizerTrainsAndResumesBitExactly) {
 
 }  // namespace
 }  // namespace lockstep::train
+
+namespace lockstep::train {
+namespace {
+
+// --zero 1 shards Adam's state across the workers: as processes and as threads it trains to
+// the bits of --zero 0; stopped and resumed it ends with them too; its checkpoint continues
+// on 3 workers and on 1 unsharded, and exports as any other.
+TEST(TrainOptions, ZeroOneTrainsTheBitsOfZeroZeroResumesExactlyAndContinuesOnOtherWorldSizes) {
+  TemporaryDirectory dir;
+  const auto job = [&](const std::string& out, std::vector<std::string> extra, const std::string& epochs = "2") {
+    std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--optimizer", "adam", "--limit", "512", "--val-limit",
+                                        "256", "--batch-size", "32", "--epochs", epochs, "--log-every", "4",
+                                        "--warmup-steps", "2", "--clip-grad-norm", "1", "--out", dir.path() + "/" + out};
+    command.insert(command.end(), extra.begin(), extra.end());
+    const auto ran = run_process(command);
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    return ran;
+  };
+  job("unsharded", {"-n", "2", "--zero", "0"});
+  job("threads", {"-n", "2", "--zero", "1", "--mode", "threads"});
+  job("resumed", {"-n", "2", "--zero", "1", "--mode", "processes", "--stop-after-step", "11"});
+  EXPECT_TRUE(fs::is_regular_file(dir.path() + "/resumed/checkpoints/step-0000000011.optimizer-1-of-2.pt"));
+  job("resumed", {"-n", "2", "--zero", "1", "--mode", "processes", "--resume"});
+  const auto unsharded = checkpoint_weights(newest_checkpoint(dir.path() + "/unsharded"));
+  expect_same_weights(unsharded, checkpoint_weights(newest_checkpoint(dir.path() + "/threads")));
+  expect_same_weights(unsharded, checkpoint_weights(newest_checkpoint(dir.path() + "/resumed")));
+
+  job("regrouped", {"-n", "2", "--zero", "1", "--stop-after-step", "11"});
+  const auto on_three = job("regrouped", {"-n", "3", "--zero", "1", "--resume"}, "3");
+  EXPECT_TRUE(contains(on_three.output, "on 3 workers")) << on_three.output;
+  EXPECT_TRUE(fs::is_regular_file(newest_checkpoint(dir.path() + "/regrouped")));
+  job("regrouped", {"-n", "1", "--zero", "0", "--resume"}, "4");
+  const auto exported = run_process({LOCKSTEP_TOOL, "export", dir.path() + "/regrouped", "--out", dir.path() + "/w.pt"});
+  EXPECT_EQ(exported.exit_code, 0) << exported.output;
+  expect_same_weights(python_weights("state-dict", dir.path() + "/w.pt"),
+                      checkpoint_weights(newest_checkpoint(dir.path() + "/regrouped")));
+}
+
+}  // namespace
+}  // namespace lockstep::train
