@@ -33,10 +33,12 @@
 #include "lockstep/data/registry.h"
 #include "lockstep/lockstep.h"
 #include "median.h"
+#include "run_world.h"
 
 namespace {
 
 using lockstep::bench::median;
+using lockstep::bench::run_world;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -172,46 +174,6 @@ double seconds_to_first_step() {
   optimizer.step();
   const auto started = std::chrono::nanoseconds(std::atoll(std::getenv("LOCKSTEP_BENCH_START_NS")));
   return std::chrono::duration<double>(Clock::now().time_since_epoch() - started).count();
-}
-
-// Runs `argv` as `n` ranks of one world (torchrun-style variables), or as `n` independent
-// processes with no world variables, and returns the first one's output.
-std::string run_world(int n, const std::vector<std::string>& argv, bool independent = false) {
-  const std::string out = fs::temp_directory_path() / ("lockstep-bench-" + std::to_string(getpid()));
-  const std::string port = std::to_string(29000 + getpid() % 1000);
-  std::fflush(stdout);  // or the children would print what the parent has buffered
-  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch());
-  setenv("LOCKSTEP_BENCH_START_NS", std::to_string(now.count()).c_str(), 1);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (!independent) {
-        setenv("RANK", std::to_string(r).c_str(), 1);
-        setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
-        setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-        setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        setenv("MASTER_PORT", port.c_str(), 1);
-      }
-      setenv("OMP_NUM_THREADS", "1", 1);
-      if (r == 0 && !freopen(out.c_str(), "w", stdout)) _exit(126);
-      if (r != 0 && !freopen("/dev/null", "w", stdout)) _exit(126);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
-  FILE* f = std::fopen(out.c_str(), "r");
-  char text[256] = {};
-  if (f && std::fgets(text, sizeof(text), f) == nullptr) text[0] = 0;
-  if (f) std::fclose(f);
-  fs::remove(out);
-  return text;
 }
 
 }  // namespace

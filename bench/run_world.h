@@ -1,0 +1,57 @@
+#pragma once
+
+// Starting a benchmark's ranks as real processes on this machine, as a launcher would.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace lockstep::bench {
+
+// Runs `argv` as `n` ranks of one world (torchrun-style variables), or as `n` independent
+// processes with no world variables, and returns the first one's output.
+inline std::string run_world(int n, const std::vector<std::string>& argv, bool independent = false) {
+  const std::string out = std::filesystem::temp_directory_path() / ("lockstep-bench-" + std::to_string(getpid()));
+  const std::string port = std::to_string(29000 + getpid() % 1000);
+  std::fflush(stdout);  // or the children would print what the parent has buffered
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch());
+  setenv("LOCKSTEP_BENCH_START_NS", std::to_string(now.count()).c_str(), 1);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (!independent) {
+        setenv("RANK", std::to_string(r).c_str(), 1);
+        setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+        setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+        setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", port.c_str(), 1);
+      }
+      setenv("OMP_NUM_THREADS", "1", 1);
+      if (r == 0 && !freopen(out.c_str(), "w", stdout)) _exit(126);
+      if (r != 0 && !freopen("/dev/null", "w", stdout)) _exit(126);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  FILE* f = std::fopen(out.c_str(), "r");
+  char text[256] = {};
+  if (f && std::fgets(text, sizeof(text), f) == nullptr) text[0] = 0;
+  if (f) std::fclose(f);
+  std::filesystem::remove(out);
+  return text;
+}
+
+
+}  // namespace lockstep::bench
