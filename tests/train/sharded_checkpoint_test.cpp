@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "ddp/optimizer_state_table.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/train/checkpoint.h"
 #include "support/world.h"
@@ -65,10 +66,9 @@ struct AdamRun {
 // Every parameter's Adam state, in parameter order: step counts, then the moments.
 std::vector<torch::Tensor> adam_state(torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> flat;
+  using StateMap = std::decay_t<decltype(optimizer.state())>;
   for (const auto& p : optimizer.param_groups().at(0).params()) {
-    std::ostringstream key;
-    key << p.unsafeGetTensorImpl();
-    auto found = optimizer.state().find(key.str());
+    auto found = optimizer.state().find(detail::state_key<StateMap>(p));
     if (found == optimizer.state().end()) {
       flat.push_back(torch::tensor(-1));
       continue;
