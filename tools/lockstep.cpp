@@ -8,6 +8,7 @@
 
 #include "data_commands.h"
 #include "export_command.h"
+#include "timeline_command.h"
 #include "plot_command.h"
 #include "train_command.h"
 #include "launch/cluster_node.h"
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   lockstep::tools::add_train_command(app, chosen);
   lockstep::tools::add_plot_command(app, chosen);
   lockstep::tools::add_export_command(app, chosen);
+  lockstep::tools::add_timeline_command(app, chosen);
 
   try {
     app.parse(argc, argv);

@@ -10,6 +10,8 @@
 
 #include "lockstep/error.h"
 #include "lockstep/train/metrics_sink.h"
+#include "timeline/summary.h"
+#include "timeline/trace_file.h"
 
 namespace lockstep::tools {
 namespace {
@@ -35,13 +37,24 @@ int plot_run(const std::string& run_dir, std::string out) {
   file.close();
   if (!file) throw Error(out + ": cannot write: " + std::strerror(errno));
   std::cout << "wrote " << out << " (" << train_points << " train and " << val_points << " val points)\n";
+  // A run recorded with --timeline: its steps split into data wait, compute and exposed communication.
+  const std::string timeline_file = (dir / "timeline.json").string();
+  if (std::filesystem::exists(timeline_file)) {
+    const std::string svg = (std::filesystem::path(out).parent_path() / "timeline.svg").string();
+    const auto summary = timeline::detail::summarize(timeline::detail::read_trace(timeline_file), timeline_file);
+    std::ofstream timeline_svg(svg);
+    timeline_svg << timeline::detail::summary_svg(summary, run_name(run_dir) + ": where each step's time went");
+    timeline_svg.close();
+    if (!timeline_svg) throw Error(svg + ": cannot write: " + std::strerror(errno));
+    std::cout << "wrote " << svg << " (" << summary.ranks.front().steps.size() << " steps)\n";
+  }
   return 0;
 }
 
 }  // namespace
 
 void add_plot_command(CLI::App& app, Action& chosen) {
-  CLI::App* command = app.add_subcommand("plot", "Draw a run's loss and accuracy curves as an SVG file");
+  CLI::App* command = app.add_subcommand("plot", "Draw a run's loss and accuracy curves as an SVG file (and its timeline's split of steps, if recorded)");
   auto run_dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   command->add_option("RUN_DIR", *run_dir, "Run directory holding metrics.jsonl")->required();

@@ -74,6 +74,9 @@ void TrainJob::add_options(CLI::App& command) {
                      "bucket at most 1)")->capture_default_str();
   command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
   command.add_flag("--augment", augment, "Random crops and flips of small images");
+  command.add_flag("--timeline", timeline,
+                   "Record every rank's steps, buckets and collectives into RUN/timeline.json (Perfetto, "
+                   "chrome://tracing; lockstep timeline summary)");
   command.add_flag("--deterministic", deterministic,
                    "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
   command.add_option("--out", out, "Run folder (default: runs/DATASET-MODEL-TIME)");
@@ -187,6 +190,7 @@ std::vector<std::string> TrainJob::as_arguments() const {
   if (resume) a.push_back("--resume");
   if (augment) a.push_back("--augment");
   if (deterministic) a.push_back("--deterministic");
+  if (timeline) a.push_back("--timeline");
   if (!val_split.empty()) a.insert(a.end(), {"--val-split", val_split});
   const auto registry = datasets.as_arguments();
   a.insert(a.end(), registry.begin(), registry.end());
@@ -228,6 +232,7 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .handle_signals(true)
                      .model_name(job.model_label())
                      .autocast_bf16(job.precision == "bf16")
+                     .timeline(job.timeline)
                      .ddp(DDPOptions().bucket_cap_mb(job.bucket_cap_mb).first_bucket_cap_mb(
                          std::min(DDPOptions().first_bucket_cap_mb(), job.bucket_cap_mb)));
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);

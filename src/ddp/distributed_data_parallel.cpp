@@ -105,6 +105,10 @@ std::vector<std::vector<size_t>> DistributedDataParallel::buckets() const {
   return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{};
 }
 
+double DistributedDataParallel::last_gradient_wait_seconds() const {
+  return reducer_ ? reducer_->last_wait_seconds() : 0;
+}
+
 std::vector<int64_t> DistributedDataParallel::bucket_order() const {
   return reducer_ ? reducer_->learned_order() : std::vector<int64_t>{};
 }

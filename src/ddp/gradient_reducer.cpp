@@ -1,6 +1,7 @@
 #include "ddp/gradient_reducer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include <ATen/ATen.h>
@@ -11,6 +12,7 @@
 #include "ddp/bucket_assigner.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
+#include "timeline/recorder.h"
 
 namespace lockstep {
 
@@ -20,6 +22,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
   for (size_t i = parameters_.size(); i-- > 0;) {
     if (parameters_[i].requires_grad()) trained_.push_back(i);  // reverse registration order
   }
+  timeline_rank_ = options_.group.ranks().at(options_.group.rank());
   location_.resize(parameters_.size());
   ready_.assign(parameters_.size(), 0);
   build_buckets(trained_);
@@ -120,6 +123,7 @@ void GradientReducer::launch_ready_buckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_to_launch_];
     GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group};
+    if (timeline::detail::on()) bucket.launched_us = timeline::detail::now_us(timeline_rank_);
     bucket.reduced = options_.comm_hook(view);
     ++next_to_launch_;
   }
@@ -161,8 +165,20 @@ void GradientReducer::finish_backward() {
     // exactly as in a single process. After every bucket, so all ranks queue it alike.
     all_reduce_async(used, ReduceOp::Max, options_.group).wait();
   }
-  for (auto& bucket : buckets_) {
+  namespace tl = timeline::detail;
+  const bool recording = tl::on();
+  const auto waiting_since = std::chrono::steady_clock::now();
+  if (recording) tl::record(timeline_rank_, tl::Track::training, 'B', "gradient wait", tl::now_us(timeline_rank_));
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
     const at::Tensor reduced = bucket.reduced();
+    if (recording) {
+      // From ready to reduced, as this rank saw it: launched, then its future waited for.
+      const int64_t bytes = bucket.buffer.numel() * static_cast<int64_t>(bucket.buffer.element_size());
+      tl::record(timeline_rank_, tl::Track::buckets, 'X', "bucket " + std::to_string(b), bucket.launched_us,
+                 tl::now_us(timeline_rank_), "\"bucket\": " + std::to_string(b) + ", \"bytes\": " + std::to_string(bytes) +
+                 ", \"parameters\": " + std::to_string(bucket.members.size()));
+    }
     if (!reduced.is_same(bucket.buffer)) bucket.buffer.copy_(reduced);
     for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
       const size_t i = bucket.members[slot];
@@ -175,6 +191,8 @@ void GradientReducer::finish_backward() {
       }
     }
   }
+  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since).count();
+  if (recording) tl::record(timeline_rank_, tl::Track::training, 'E', "gradient wait", tl::now_us(timeline_rank_));
   if (!rebuilt_) rebuild_buckets_in_arrival_order();
   if (options_.after_backward) options_.after_backward();
 }

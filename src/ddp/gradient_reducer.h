@@ -38,6 +38,8 @@ class GradientReducer {
 
   /// Per bucket, its parameters' indices, in launch order.
   std::vector<std::vector<size_t>> buckets() const;
+  /// How long the last finish of backward waited for its buckets, in seconds.
+  double last_wait_seconds() const { return last_wait_seconds_; }
 
   /// The order the buckets were rebuilt in after the first backward pass; empty before.
   std::vector<int64_t> learned_order() const { return learned_order_; }
@@ -52,6 +54,7 @@ class GradientReducer {
     std::vector<at::Tensor> views;  // into buffer, shaped like each member
     size_t pending = 0;             // gradients still to come in this backward
     ReducedBucket reduced;          // set once launched
+    double launched_us = 0;         // for the timeline
   };
 
   void build_buckets(const std::vector<size_t>& order);
@@ -69,6 +72,8 @@ class GradientReducer {
   std::vector<size_t> trained_;  // indices of parameters that need gradients
   std::vector<unsigned> hook_handles_;
 
+  int timeline_rank_ = -1;
+  double last_wait_seconds_ = 0;  // this rank's row in the timeline: its rank in the default group
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> location_;  // parameter -> (bucket, slot)
   std::vector<char> ready_;                           // per parameter, in this backward

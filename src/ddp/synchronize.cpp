@@ -10,6 +10,7 @@
 #include <c10/util/Type.h>
 #include <torch/utils.h>
 
+#include "comm/calls/call.h"
 #include "ddp/optimizer_kinds.h"
 #include "ddp/optimizer_state_table.h"
 #include "ddp/synchronize_parts.h"
@@ -28,21 +29,6 @@ struct Entry {
   std::string label;
   std::string detail;
 };
-
-// The names PyTorch users know (float32, int64), not c10's (Float, Long).
-std::string dtype_name(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kBool: return "bool";
-    case at::kByte: return "uint8";
-    case at::kBFloat16: return "bfloat16";
-    default: break;
-  }
-  const std::string bits = std::to_string(8 * c10::elementSize(dtype));
-  if (at::isComplexType(dtype)) return "complex" + bits;
-  if (at::isFloatingType(dtype)) return "float" + bits;
-  if (at::isIntegralType(dtype, /*includeBool=*/false)) return "int" + bits;
-  return c10::toString(dtype);  // quantized types
-}
 
 std::string describe(const at::Tensor& t) {
   std::ostringstream out;

@@ -85,7 +85,10 @@ class ConsoleSink : public MetricsSink {
   ConsoleSink(std::ostream& out, bool interactive) : out_(out), interactive_(interactive) {}
 
   void write(const Record& record) override {
-    if (record.phase != "train") {
+    if (record.phase == "notice") {
+      end_bar();
+      out_ << epoch_text(record) << " notice: " << record.message << "\n";
+    } else if (record.phase != "train") {
       end_bar();
       out_ << evaluation_line(record) << "\n";
     } else if (interactive_) {

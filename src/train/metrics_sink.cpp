@@ -47,6 +47,7 @@ class JsonLinesSink : public MetricsSink {
     Json line = {{"phase", record.phase},   {"epoch", record.epoch},
                  {"epochs", record.epochs}, {"step", record.step},
                  {"total_steps", record.total_steps}, {"time", record.elapsed_seconds}};
+    if (!record.message.empty()) line["message"] = record.message;
     for (const auto& [name, value] : record.values) line[name] = value;  // NaN is written as null
     // Flushed per line: a killed run keeps everything it logged.
     file_ << line.dump() << std::endl;
@@ -159,8 +160,9 @@ Record parse_record(const std::string& text, const std::string& where) {
   record.epochs = integer_field(line, "epochs", where);
   record.step = integer_field(line, "step", where);
   record.total_steps = integer_field(line, "total_steps", where);
+  if (line.contains("message") && line["message"].is_string()) record.message = line["message"].get<std::string>();
   for (const auto& [key, value] : line.items()) {
-    if (is_record_key(key) && key != "time") continue;  // read above
+    if ((is_record_key(key) && key != "time") || key == "message") continue;  // read above
     double number = std::numeric_limits<double>::quiet_NaN();  // JSON has no NaN; it was written as null
     if (value.is_number()) {
       number = value.get<double>();

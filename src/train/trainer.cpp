@@ -1,19 +1,27 @@
 #include "lockstep/train/trainer.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
 #include "lockstep/error.h"
+#include "lockstep/comm/collectives.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/timeline.h"
 #include "lockstep/train/checkpoint.h"
 #include "train/autocast_guard.h"
 #include "train/distributed_checkpoint.h"
 #include "train/metric_sums.h"
 #include "train/signal_requests.h"
+#include "train/straggler_watch.h"
+#include "comm/groups/process_group.h"
+#include "timeline/recorder.h"
 
 namespace lockstep::train {
 namespace {
@@ -42,6 +50,26 @@ class PhaseSink : public MetricsSink {
  private:
   std::string phase_;
   std::unique_ptr<MetricsSink> sink_;
+};
+
+// LOCKSTEP_TEST_SLOW_RANK=R:PART:MS (PART data or compute): rank R sleeps MS milliseconds in
+// that part of every step. Only for tests of the timeline's straggler reports.
+struct SlowRank {
+  int rank = -1;
+  std::string part;
+  int ms = 0;
+
+  static SlowRank from_environment() {
+    SlowRank slow;
+    const char* value = std::getenv("LOCKSTEP_TEST_SLOW_RANK");
+    char part[16] = {};
+    if (value == nullptr || std::sscanf(value, "%d:%15[a-z]:%d", &slow.rank, part, &slow.ms) != 3) return SlowRank();
+    slow.part = part;
+    return slow;
+  }
+  void sleep_in(const char* here) const {
+    if (ms > 0 && part == here && rank == lockstep::rank()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  }
 };
 
 }  // namespace
@@ -79,6 +107,8 @@ struct Trainer::State {
   Clock::time_point interval_started;
   std::chrono::duration<double> waited_before{0};  // the train loader's waited() when the interval began
   MetricSums interval;
+  SlowRank slow = SlowRank::from_environment();
+  std::unique_ptr<StragglerWatch> watch;  // while a timeline records
 
   Record record(const std::string& phase) const {
     Record r;
@@ -110,6 +140,9 @@ struct Trainer::State {
     r.values.emplace_back("samples_per_second", seconds > 0 ? samples / seconds : 0);
     r.values.emplace_back("lr", last_lr);
     r.values.emplace_back("data_wait", seconds > 0 ? (waited - waited_before).count() / seconds : 0);
+    if (watch) {
+      for (const auto& value : watch->interval_means()) r.values.push_back(value);
+    }
     emit(r);
     interval.clear();
     interval_started = Clock::now();
@@ -168,16 +201,22 @@ StepOutput Trainer::train_step(const data::Batch& host_batch) {
   s.optimizer->zero_grad();
   torch::Tensor output, loss;
   {
+    timeline::Span span("forward");
     AutocastGuard autocast(s.device.type(), s.options.autocast_bf16());
     output = s.forward(batch.images);
     loss = s.loss(output, batch.labels);
+    s.slow.sleep_in("compute");
   }
-  loss.backward();  // DistributedDataParallel averages the gradients across ranks here
+  {
+    timeline::Span span("backward");
+    loss.backward();  // DistributedDataParallel averages the gradients across ranks here
+  }
   return {output.detach(), loss.detach()};
 }
 
 void Trainer::update() {
   State& s = *state_;
+  timeline::Span span("optimizer step");
   if (s.options.clip_grad_norm()) {
     torch::nn::utils::clip_grad_norm_(s.module->parameters(), *s.options.clip_grad_norm());
   }
@@ -211,6 +250,42 @@ Record Trainer::evaluate(data::PrefetchLoader& loader) {
   return r;
 }
 
+namespace {
+
+// The timeline fit() records when TrainerOptions::timeline asks (and none records already):
+// each rank's file under out_dir/timeline/, merged into out_dir/timeline.json at the end.
+class FitTimeline {
+ public:
+  FitTimeline(bool wanted, const std::string& out_dir, const ProcessGroup& group) : group_(group) {
+    if (!wanted || out_dir.empty() || timeline::enabled()) return;
+    folder_ = std::filesystem::path(out_dir);
+    timeline::start((folder_ / "timeline" / "trace").string(), group_);
+    owned_ = true;
+  }
+  // Every rank, at the same point: each closes its file, then rank 0 merges them.
+  void finish() {
+    if (!owned_) return;
+    owned_ = false;
+    timeline::stop();
+    lockstep::barrier(group_);
+    if (group_.rank() != 0) return;
+    std::vector<std::string> files;
+    for (int rank : group_.ranks()) {
+      files.push_back((folder_ / "timeline" / ("trace.rank-" + std::to_string(rank) + ".json")).string());
+    }
+    timeline::merge(files, (folder_ / "timeline.json").string());
+  }
+
+ private:
+  ProcessGroup group_;
+  std::filesystem::path folder_;
+  bool owned_ = false;
+};
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+}  // namespace
+
 FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* validation) {
   State& s = *state_;
   const TrainerOptions& o = s.options;
@@ -221,6 +296,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
   const ProcessGroup& group = o.ddp().group();
   const TrainedState trained{module(), optimizer(), *s.ddp, s.device, group};
   auto save = [&](int64_t epoch, int64_t batch) {
+    timeline::Span span("checkpoint");
     if (writes) save_collectively(folder, trained, {epoch, batch, s.step, group.size()}, o.model_name());
   };
 
@@ -243,6 +319,12 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     s.file_sinks_added = true;
   }
 
+  FitTimeline fit_timeline(o.timeline(), o.out_dir(), group);
+  namespace tl = timeline::detail;
+  const bool tracing = timeline::enabled();
+  const int trace_rank = lockstep::rank();
+  if (tracing) s.watch = std::make_unique<StragglerWatch>(group);
+
   std::optional<SignalRequests> signals;
   if (o.handle_signals()) signals.emplace();
   s.step = start.step;
@@ -253,11 +335,35 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     train.set_epoch(s.epoch, s.epoch == start.epoch ? static_cast<size_t>(start.batch) : 0);
     module().train();
     int64_t batch_in_epoch = s.epoch == start.epoch ? start.batch : 0;
-    while (auto host_batch = train.next()) {
+    for (;;) {
+      const double step_started_us = tracing ? tl::now_us(trace_rank) : 0;
+      const auto fetch_started = Clock::now();
+      auto host_batch = train.next();
+      if (!host_batch) break;
+      s.slow.sleep_in("data");
+      const double data_seconds = seconds_since(fetch_started);
+      const uint64_t first_collective = tracing ? collectives_called(group) : 0;
+      if (tracing) {
+        // The step holds the wait for its batch: begun where that wait began.
+        tl::record(trace_rank, tl::Track::training, 'B', "step", step_started_us, 0,
+                   "\"step\": " + std::to_string(s.step + 1));
+        tl::record(trace_rank, tl::Track::training, 'X', "data wait", step_started_us, tl::now_us(trace_rank));
+      }
+      const auto compute_started = Clock::now();
       const data::Batch batch = on_device(*host_batch, s.device);
       const StepOutput out = train_step(batch);
       update();
       ++batch_in_epoch;
+      if (s.watch) {
+        const double waited_for_gradients = s.ddp->last_gradient_wait_seconds();
+        s.watch->add_step(data_seconds, seconds_since(compute_started) - waited_for_gradients, waited_for_gradients);
+        const std::string notice = s.watch->take_notice();
+        if (!notice.empty()) {
+          Record r = s.record("notice");
+          r.message = notice;
+          s.emit(r);
+        }
+      }
       s.interval.add(out.output, batch.labels, out.loss);
       if (s.step % o.log_every() == 0) s.log_interval(train.waited());
       const SignalRequests::Asked asked = signals ? signals->agree(group) : SignalRequests::Asked();
@@ -269,8 +375,16 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
         std::cerr << "lockstep: wrote the checkpoint of step " << s.step << " that SIGUSR1 asked for; training goes on"
                   << std::endl;
       }
+      if (tracing) {
+        // The collectives the comm layer counted in this step, by sequence number.
+        tl::record(trace_rank, tl::Track::training, 'E', "step", tl::now_us(trace_rank), 0,
+                   "\"first_collective\": " + std::to_string(first_collective) + ", \"collectives\": " +
+                       std::to_string(collectives_called(group) - first_collective) + ", \"buckets\": " +
+                       std::to_string(s.ddp->buckets().size()));
+      }
       if (stop) {
         s.flush();
+        fit_timeline.finish();
         result.steps = s.step;
         result.stopped_early = true;
         result.preempted = asked.stop;
@@ -279,12 +393,14 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     }
     if (!s.interval.empty()) s.log_interval(train.waited());
     if (validation != nullptr) {
+      timeline::Span span("validation");
       result.validation = evaluate(*validation);
       s.emit(*result.validation);
     }
     save(s.epoch + 1, 0);
     s.flush();
   }
+  fit_timeline.finish();
   result.steps = s.step;
   result.seconds = std::chrono::duration<double>(Clock::now() - s.started).count();
   return result;

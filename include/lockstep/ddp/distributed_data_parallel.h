@@ -85,6 +85,9 @@ class DistributedDataParallel {
 
   /// Number of buckets and, per bucket, its parameters' indices in module().parameters().
   std::vector<std::vector<size_t>> buckets() const;
+  /// How long the last backward pass waited at its end for buckets still reducing: the
+  /// communication that backward did not hide (0 on a world of one).
+  double last_gradient_wait_seconds() const;
 
   /// What DDP learned in the first backward pass: the parameters' indices (as in buckets())
   /// in the order the root's gradients arrived, which the buckets were then rebuilt in;

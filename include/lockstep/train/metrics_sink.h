@@ -10,7 +10,8 @@
 namespace lockstep::train {
 
 /// Metrics at one point of training, already reduced across ranks: a training log interval
-/// (phase "train") or a validation pass (phase "val").
+/// (phase "train"), a validation pass (phase "val"), or a notice for people (phase "notice",
+/// with a message and no values, such as a rank that keeps the others waiting).
 struct Record {
   std::string phase;
   int64_t epoch = 0;        // counted from 1
@@ -19,6 +20,7 @@ struct Record {
   int64_t total_steps = 0;  // in the whole run
   double elapsed_seconds = 0;  // since training started
   std::vector<std::pair<std::string, double>> values;  // e.g. loss, top1, top5, samples_per_second
+  std::string message;  // phase "notice": one line
 
   /// The value called `name`, or NaN.
   double value(const std::string& name) const;

@@ -67,6 +67,12 @@ struct TrainerOptions {
   /// Run forward passes and losses under bf16 autocast on the model's device (mixed
   /// precision: parameters, gradients and the optimizer stay float32).
   TORCH_ARG(bool, autocast_bf16) = false;
+  /// Record a timeline of every rank (include/lockstep/timeline.h) during fit(), merged into
+  /// out_dir/timeline.json at its end; while one records (this, or LOCKSTEP_TIMELINE), the
+  /// progress line names a rank that keeps the others waiting, and each train record holds
+  /// the per-step split (step_data_ms, step_compute_ms, step_comm_ms). Costs one small
+  /// all_gather per step.
+  TORCH_ARG(bool, timeline) = false;
   /// How the model is wrapped; its group is the Trainer's: metrics are reduced, checkpoints
   /// saved and resumed, sinks written (by its rank 0) and the learning rate scaled in it.
   TORCH_ARG(DDPOptions, ddp);

@@ -23,21 +23,21 @@ class Fnv1a {
 
 constexpr size_t kMaxTensorsDescribed = 4;
 
-// The names PyTorch users know (torch.float32), not c10's (Float).
+}  // namespace
+
 std::string dtype_name(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
+    case at::kBool: return "bool";
     case at::kByte: return "uint8";
-    default: return c10::toString(dtype);
+    case at::kBFloat16: return "bfloat16";
+    default: break;
   }
+  const std::string bits = std::to_string(8 * c10::elementSize(dtype));
+  if (at::isComplexType(dtype)) return "complex" + bits;
+  if (at::isFloatingType(dtype)) return "float" + bits;
+  if (at::isIntegralType(dtype, /*includeBool=*/false)) return "int" + bits;
+  return c10::toString(dtype);  // quantized types
 }
-
-}  // namespace
 
 std::string to_string(Collective kind) {
   switch (kind) {

@@ -16,6 +16,9 @@ enum class Collective {
 
 std::string to_string(Collective kind);
 
+/// The names PyTorch users know (float32, int64, uint8), not c10's (Float, Long, Byte).
+std::string dtype_name(at::ScalarType dtype);
+
 /// One collective as one rank called it. Ranks that call "the same" collective must build
 /// equal Calls; the fingerprint and tag let backends and checks compare them cheaply.
 struct Call {

@@ -13,6 +13,7 @@
 #include "comm/calls/work_state.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
+#include "timeline/recorder.h"
 
 namespace lockstep {
 namespace {
@@ -269,6 +270,7 @@ Work Communicator::submit_in_turn(Call call, Body body, bool blocking, std::func
   if (stopping_) throw Error("lockstep: the process group is shutting down");
   call.seq = next_seq_++;
   Task task{std::move(call), std::move(body), state};
+  if (timeline::detail::on()) task.queued_us = timeline::detail::now_us(timeline_rank_);
   if (blocking && queue_.empty() && !busy_) {
     std::deque<Task> now;
     now.push_back(std::move(task));
@@ -341,6 +343,7 @@ void Communicator::worker_loop() {
 
 void Communicator::execute(Task& task) {
   const auto started = std::chrono::steady_clock::now();
+  const double started_us = timeline::detail::on() ? timeline::detail::now_us(timeline_rank_) : 0;
   {
     std::lock_guard<std::mutex> lock(running_mutex_);
     running_call_ = &task.call;
@@ -371,7 +374,46 @@ void Communicator::execute(Task& task) {
     std::lock_guard<std::mutex> lock(running_mutex_);
     running_call_ = nullptr;
   }
+  if (started_us > 0 && timeline::detail::on()) record_in_timeline(task, started_us, error);
   task.state->finish(std::move(outputs), error);
+}
+
+void Communicator::record_in_timeline(const Task& task, double started_us, const std::exception_ptr& error) const {
+  namespace tl = timeline::detail;
+  const Call& call = task.call;
+  int64_t bytes = 0;
+  std::string dtypes;
+  for (size_t i = 0; i < call.shapes.size(); ++i) {
+    int64_t elements = 1;
+    for (int64_t d : call.shapes[i]) elements *= d;
+    bytes += elements * static_cast<int64_t>(c10::elementSize(call.dtypes[i]));
+    const std::string dtype = dtype_name(call.dtypes[i]);
+    if (dtypes.find(dtype) == std::string::npos) dtypes += (dtypes.empty() ? "" : ",") + dtype;
+  }
+  const double ended_us = tl::now_us(timeline_rank_);
+  const std::string args = "\"seq\": " + std::to_string(call.seq) + ", \"group\": " + tl::quoted(timeline_group_) +
+                           ", \"transport\": " + tl::quoted(transport_name()) + ", \"dtype\": " + tl::quoted(dtypes) +
+                           ", \"bytes\": " + std::to_string(bytes) + ", \"queued_us\": " +
+                           std::to_string(task.queued_us > 0 ? started_us - task.queued_us : 0.0);
+  tl::record(timeline_rank_, tl::Track::collectives, 'X', to_string(call.kind), started_us, ended_us, args);
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    const bool mismatch = dynamic_cast<const MismatchError*>(&e) != nullptr;
+    tl::record(timeline_rank_, tl::Track::marks, 'i', mismatch ? "mismatch" : "collective failed", ended_us, 0,
+               "\"what\": " + tl::quoted(e.what()));
+  }
+}
+
+void Communicator::name_for_timeline(int world_rank, std::string group_name) {
+  timeline_rank_ = world_rank;
+  timeline_group_ = std::move(group_name);
+}
+
+uint64_t Communicator::collectives_called() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return next_seq_;
 }
 
 bool Communicator::has_failed() const {

@@ -64,6 +64,12 @@ class Communicator {
   /// Refuses every later call (at shutdown, for groups that outlive it).
   void close();
 
+  /// How this group's collectives appear in the timeline: on the row of this member's rank
+  /// in the default group, with the group's name.
+  void name_for_timeline(int world_rank, std::string group_name);
+  /// Collectives called on this group so far (the next one's sequence number).
+  uint64_t collectives_called() const;
+
   /// Description of the collective running now and for how long, if one is (for watchdogs).
   std::optional<std::pair<std::string, std::chrono::steady_clock::duration>> running() const;
 
@@ -77,6 +83,7 @@ class Communicator {
     Call call;
     Body body;
     std::shared_ptr<detail::WorkState> state;
+    double queued_us = 0;  // when it was called, for the timeline
   };
 
   /// A call on the host transport alone.
@@ -86,6 +93,7 @@ class Communicator {
   /// submit() for a collective on `tensors`, which may be on a device (comm/transports/device_call.h).
   Work submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking);
   void execute(Task& task);
+  void record_in_timeline(const Task& task, double started_us, const std::exception_ptr& error) const;
   void run_queued_through(detail::WorkState& state);
   /// Runs `tasks` on this thread as the one collective runner; `lock` holds mutex_.
   void run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks);
@@ -110,6 +118,8 @@ class Communicator {
   const int world_size_;
   const std::chrono::milliseconds timeout_;
   const bool debug_;
+  int timeline_rank_ = -1;
+  std::string timeline_group_;
 
   mutable std::mutex mutex_;  // guards everything below it
   std::condition_variable changed_;

@@ -9,6 +9,8 @@
 #include "comm/world/environment.h"
 #include "comm/groups/process_group.h"
 #include "lockstep/error.h"
+#include "lockstep/timeline.h"
+#include "timeline/recorder.h"
 #include "lockstep/comm/init.h"
 
 namespace lockstep {
@@ -91,6 +93,19 @@ void remember_group(const std::shared_ptr<GroupState>& group) {
   sub_groups.push_back(group);
 }
 
+void start_timeline_from_environment() {
+  const char* prefix = std::getenv("LOCKSTEP_TIMELINE");
+  if (prefix == nullptr || *prefix == '\0') return;
+  timeline::start(prefix);
+  // A job the launcher restarted: where the new attempt begins.
+  const char* restarts = std::getenv("LOCKSTEP_RESTART_COUNT");
+  if (restarts != nullptr && std::string(restarts) != "0") {
+    const int rank = lockstep::rank();
+    timeline::detail::record(rank, timeline::detail::Track::marks, 'i', "restart", timeline::detail::now_us(rank), 0,
+                             "\"attempt\": " + std::string(restarts));
+  }
+}
+
 }  // namespace detail
 
 void init(const InitOptions& options) {
@@ -111,12 +126,16 @@ void init(const InitOptions& options) {
     if (auto gpu = gpu_of_local_rank(world->local_rank(), visible_cuda_devices())) use_cuda_device(*gpu);
   }
   auto group = detail::make_world_group(std::move(world));
-  std::lock_guard<std::mutex> lock(group_mutex);
-  world_group = std::move(group);
+  {
+    std::lock_guard<std::mutex> lock(group_mutex);
+    world_group = std::move(group);
+  }
+  detail::start_timeline_from_environment();
 }
 
 void shutdown() {
   refuse_on_replicas("shutdown");
+  if (timeline::enabled()) timeline::stop();
   leave(/*gracefully=*/true);
 }
 

@@ -49,6 +49,7 @@ std::shared_ptr<GroupState> make_world_group(std::shared_ptr<World> world) {
   auto transports = connect_group(joined, group->world_ranks, group->name,
                                   [&](const std::string& mine) { return joined.gather("world/gather", mine); });
   group->communicator = std::make_unique<Communicator>(std::move(transports), spec.timeout, spec.debug);
+  group->communicator->name_for_timeline(spec.rank, group->name);
   return group;
 }
 
@@ -110,10 +111,15 @@ ProcessGroup new_group(const std::vector<int>& ranks, const ProcessGroup& parent
     if (transports.host) {
       const WorldSpec& spec = group->world->spec();
       group->communicator = std::make_unique<Communicator>(std::move(transports), spec.timeout, spec.debug);
+      group->communicator->name_for_timeline(group->world_ranks[group->rank], group->name);
     }
   });
   detail::remember_group(group);
   return ProcessGroup(group);
+}
+
+uint64_t collectives_called(const ProcessGroup& group) {
+  return communicator_of(group, "collectives_called").collectives_called();
 }
 
 }  // namespace lockstep

@@ -15,6 +15,7 @@
 
 #include "comm/groups/process_group.h"
 #include "comm/world/replica_world.h"
+#include "lockstep/timeline.h"
 
 namespace lockstep {
 namespace {
@@ -56,7 +57,9 @@ std::exception_ptr run_replica(int index, const std::shared_ptr<ReplicaSet>& rep
   try {
     replica.group = detail::make_world_group(
         std::make_shared<ReplicaWorld>(replicas, index, options.debug()));
+    detail::start_timeline_from_environment();
     body(ProcessGroup(replica.group));
+    if (timeline::enabled()) timeline::stop();
     replicas->finish(index);
   } catch (...) {
     error = std::current_exception();

@@ -1,0 +1,267 @@
+#include "timeline/recorder.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lockstep/comm/init.h"
+#include "lockstep/error.h"
+#include "lockstep/timeline.h"
+#include "timeline/clock_offset.h"
+
+namespace lockstep::timeline {
+namespace detail {
+
+std::atomic<bool> recording{false};
+
+namespace {
+
+struct Event {
+  int rank;
+  Track track;
+  char phase;
+  std::string name;
+  double start_us;
+  double end_us;
+  std::string args;
+};
+
+// Each recording thread appends to its own buffer, so threads never wait on one another;
+// the writer swaps a buffer out under its (then uncontended) lock.
+struct ThreadBuffer {
+  std::mutex mutex;
+  std::vector<Event> events;
+};
+
+// One rank's open file.
+struct RankFile {
+  std::FILE* file = nullptr;
+  std::string path;
+  double offset_us = 0;  // added to this rank's times: rank 0's clock minus its own
+};
+
+const char* track_name(Track track) {
+  switch (track) {
+    case Track::training: return "training loop";
+    case Track::buckets: return "DDP buckets";
+    case Track::collectives: return "collectives";
+    case Track::marks: return "marks";
+  }
+  return "";
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+class Recorder {
+ public:
+  ~Recorder() {
+    {
+      std::lock_guard<std::mutex> lock(wake_mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (writer_.joinable()) writer_.join();
+    flush();
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    for (auto& [rank, open] : files_) close(open);
+  }
+
+  void append(Event event) {
+    thread_local std::shared_ptr<ThreadBuffer> mine;
+    if (!mine) {
+      mine = std::make_shared<ThreadBuffer>();
+      std::lock_guard<std::mutex> lock(buffers_mutex_);
+      buffers_.push_back(mine);
+    }
+    std::lock_guard<std::mutex> lock(mine->mutex);
+    mine->events.push_back(std::move(event));
+  }
+
+  void open(int rank, const std::string& path, double offset_us) {
+    std::error_code ignored;
+    const auto folder = std::filesystem::path(path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ignored);
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    if (file == nullptr) throw ConfigError("lockstep timeline: cannot write " + path);
+    std::fprintf(file, "[\n");
+    write_metadata(file, rank, offset_us);
+    {
+      std::lock_guard<std::mutex> lock(files_mutex_);
+      files_[rank] = RankFile{file, path, offset_us};
+    }
+    recording.store(true);
+    std::lock_guard<std::mutex> lock(wake_mutex_);
+    if (!writer_.joinable()) writer_ = std::thread([this] { write_in_background(); });
+  }
+
+  std::string close(int rank) {
+    flush();
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    const auto found = files_.find(rank);
+    if (found == files_.end()) return "";
+    const std::string path = found->second.path;
+    close(found->second);
+    files_.erase(found);
+    if (files_.empty()) recording.store(false);
+    return path;
+  }
+
+ private:
+  void write_metadata(std::FILE* file, int rank, double offset_us) {
+    const std::string name = "rank " + std::to_string(rank) + " on " + host_name();
+    std::fprintf(file,
+                 "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": %s, "
+                 "\"clock_offset_us\": %.3f}},\n"
+                 "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
+                 rank, quoted(name).c_str(), offset_us, rank, rank);
+    for (Track track : {Track::training, Track::buckets, Track::collectives, Track::marks}) {
+      std::fprintf(file, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
+                   rank, static_cast<int>(track), track_name(track));
+    }
+  }
+
+  static void close(RankFile& open) {
+    std::fprintf(open.file, "\n]\n");
+    std::fclose(open.file);
+    open.file = nullptr;
+  }
+
+  void write_in_background() {
+    std::unique_lock<std::mutex> lock(wake_mutex_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+      lock.unlock();
+      flush();
+      lock.lock();
+    }
+  }
+
+  // Writes every buffered event into its rank's file; those of ranks not recording are dropped.
+  void flush() {
+    std::lock_guard<std::mutex> flushing(flush_mutex_);  // one writer at a time, in order
+    std::vector<Event> events;
+    {
+      std::lock_guard<std::mutex> lock(buffers_mutex_);
+      for (auto& buffer : buffers_) {
+        std::lock_guard<std::mutex> own(buffer->mutex);
+        if (events.empty()) {
+          events.swap(buffer->events);
+        } else {
+          events.insert(events.end(), std::make_move_iterator(buffer->events.begin()),
+                        std::make_move_iterator(buffer->events.end()));
+          buffer->events.clear();
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    for (const Event& e : events) {
+      const auto found = files_.find(e.rank);
+      if (found == files_.end()) continue;
+      const double ts = e.start_us + found->second.offset_us;
+      std::fprintf(found->second.file, ",\n{\"name\": %s, \"ph\": \"%c\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f",
+                   quoted(e.name).c_str(), e.phase, e.rank, static_cast<int>(e.track), ts);
+      if (e.phase == 'X') std::fprintf(found->second.file, ", \"dur\": %.3f", e.end_us - e.start_us);
+      if (e.phase == 'i') std::fprintf(found->second.file, ", \"s\": \"t\"");
+      if (!e.args.empty()) std::fprintf(found->second.file, ", \"args\": {%s}", e.args.c_str());
+      std::fprintf(found->second.file, "}");
+    }
+    for (auto& [rank, open] : files_) std::fflush(open.file);
+  }
+
+  std::mutex buffers_mutex_;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers_;
+  std::mutex files_mutex_;
+  std::map<int, RankFile> files_;
+  std::mutex flush_mutex_;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread writer_;
+};
+
+Recorder& recorder() {
+  static Recorder instance;
+  return instance;
+}
+
+// LOCKSTEP_TEST_CLOCK_OFFSET_US=R:US moves rank R's clock US microseconds ahead: a test's
+// stand-in for a host whose clock differs (hosts in network namespaces share one kernel's).
+struct TestClockOffset {
+  int rank = -1;
+  double us = 0;
+};
+
+TestClockOffset test_clock_offset() {
+  TestClockOffset offset;
+  const char* value = std::getenv("LOCKSTEP_TEST_CLOCK_OFFSET_US");
+  if (value != nullptr && std::sscanf(value, "%d:%lf", &offset.rank, &offset.us) != 2) offset.rank = -1;
+  return offset;
+}
+
+}  // namespace
+
+double now_us(int rank) {
+  static const TestClockOffset shifted = test_clock_offset();
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return rank == shifted.rank ? us + shifted.us : us;
+}
+
+void record(int rank, Track track, char phase, const std::string& name, double start_us, double end_us,
+            const std::string& args) {
+  recorder().append(Event{rank, track, phase, name, start_us, end_us, args});
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace detail
+
+void start(const std::string& prefix, const ProcessGroup& group) {
+  const int rank = lockstep::rank();
+  const double offset = detail::measure_clock_offset(rank, group);
+  detail::recorder().open(rank, prefix + ".rank-" + std::to_string(rank) + ".json", offset);
+}
+
+std::string stop() { return detail::recorder().close(lockstep::rank()); }
+
+bool enabled() { return detail::on(); }
+
+Span::Span(std::string name) : name_(std::move(name)) {
+  if (!detail::on()) return;
+  rank_ = lockstep::rank();
+  detail::record(rank_, detail::Track::training, 'B', name_, detail::now_us(rank_));
+}
+
+Span::~Span() {
+  if (rank_ >= 0) detail::record(rank_, detail::Track::training, 'E', name_, detail::now_us(rank_));
+}
+
+}  // namespace lockstep::timeline
