@@ -14,7 +14,8 @@
 // batches from a PrefetchLoader (one loader thread per worker), with the share of the time
 // training waited for data. And lockstep's DDP on 2 workers as replicas on threads of one
 // process (run_replicas) against 2 processes, with the time from starting the program to
-// the end of the first training step in both modes.
+// the end of the first training step in both modes. And what recording the timeline costs a
+// step on 2 workers (`ddp_cnn timeline-only` measures that alone).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,9 @@
 #include "lockstep/data/loader.h"
 #include "lockstep/data/registry.h"
 #include "lockstep/lockstep.h"
+#include "lockstep/timeline.h"
+#include "timeline/recorder.h"
+#include "train/straggler_watch.h"
 #include "median.h"
 #include "run_world.h"
 
@@ -158,6 +162,68 @@ double paired_overhead_at_one_worker() {
   return median(ratios) - 1;
 }
 
+// What recording the timeline costs `lockstep train` on 2 workers: one model, and windows of
+// steps that alternate, in ABBA order, between recording (the Trainer's spans, DDP's buckets,
+// the collectives, and the straggler watch's all_gather each step) and not. Returns the
+// median over pairs of the recording window's time over the other's.
+double paired_timeline_cost() {
+  lockstep::init();
+  torch::manual_seed(0);
+  auto model = make_cnn();
+  lockstep::DistributedDataParallel ddp(model);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const auto x = torch::randn({kBatch, 1, 28, 28});
+  const auto y = torch::randint(0, 10, {kBatch});
+  const std::string prefix = fs::temp_directory_path() / ("lockstep-bench-timeline-" + std::to_string(getppid()));
+  lockstep::timeline::start(prefix);
+  lockstep::train::StragglerWatch watch{lockstep::ProcessGroup()};
+  auto window = [&](bool recording) {
+    lockstep::barrier();
+    lockstep::timeline::detail::recording.store(recording);
+    return timed_seconds([&] {
+      for (int i = 0; i < kStepsPerWindow; ++i) {
+        const auto started = Clock::now();
+        lockstep::timeline::Span step("step");
+        optimizer.zero_grad();
+        torch::Tensor loss;
+        {
+          lockstep::timeline::Span forward("forward");
+          loss = torch::cross_entropy_loss(model->forward(x), y);
+        }
+        {
+          lockstep::timeline::Span backward("backward");
+          loss.backward();
+        }
+        {
+          lockstep::timeline::Span update("optimizer step");
+          optimizer.step();
+        }
+        if (recording) {
+          const double wait = ddp.last_gradient_wait_seconds();
+          watch.add_step(0, std::chrono::duration<double>(Clock::now() - started).count() - wait, wait);
+        }
+      }
+    });
+  };
+  for (int i = 0; i < kWarmup; ++i) window(true), window(false);
+  std::vector<double> ratios;
+  for (int pair = 0; pair < 40; ++pair) {
+    double on = 0, off = 0;
+    if (pair % 2 == 0) {
+      on = window(true), off = window(false);
+    } else {
+      off = window(false), on = window(true);
+    }
+    ratios.push_back(on / off);
+  }
+  lockstep::timeline::detail::recording.store(true);
+  const std::string file = lockstep::timeline::stop();
+  std::error_code ignored;
+  fs::remove(file, ignored);
+  lockstep::shutdown();
+  return median(ratios);
+}
+
 // Seconds from LOCKSTEP_BENCH_START_NS (the steady clock, which every process shares, read
 // by the parent just before it started this program) to the end of the first DDP step.
 double seconds_to_first_step() {
@@ -183,6 +249,21 @@ int main(int argc, char** argv) {
   const std::string role = argc > 1 ? argv[1] : "";
   if (role == "plain") return std::printf("%.1f\n", train(false).rate) < 0;
   if (role == "paired-overhead") return std::printf("%.5f\n", paired_overhead_at_one_worker()) < 0;
+  if (role == "paired-timeline") {
+    const double ratio = paired_timeline_cost();
+    return std::getenv("RANK") != nullptr && std::string(std::getenv("RANK")) == "0" && std::printf("%.5f\n", ratio) < 0;
+  }
+  if (role == "timeline-only") {
+    std::vector<double> ratios;
+    for (int repeat = 0; repeat < kRepeats; ++repeat) {
+      ratios.push_back(std::atof(run_world(2, {fs::canonical("/proc/self/exe").string(), "paired-timeline"}).c_str()));
+    }
+    std::printf("timeline recording, 2 workers: step time %.4fx of not recording (median of %d runs; runs:", median(ratios),
+                kRepeats);
+    for (double r : ratios) std::printf(" %.4f", r);
+    std::printf(")\n");
+    return 0;
+  }
   if (role == "lockstep-threads" || role == "first-step-threads") {
     std::vector<double> figures(2);
     const auto replicas_started = Clock::now().time_since_epoch();
@@ -230,7 +311,7 @@ int main(int argc, char** argv) {
   };
   std::map<std::string, std::vector<double>> rates;
   std::vector<double> efficiency, efficiency_vs_machine, against_pytorch, overhead, plain_vs_plain, paired,
-      threads_vs_processes, first_step_threads, first_step_replicas, first_step_processes;
+      threads_vs_processes, first_step_threads, first_step_replicas, first_step_processes, timeline_cost;
   for (int repeat = 0; repeat < kRepeats; ++repeat) {
     std::map<std::string, double> r;
     for (const auto& [name, measure] : configurations) rates[name].push_back(r[name] = measure());
@@ -240,6 +321,7 @@ int main(int argc, char** argv) {
     overhead.push_back(r["plain libtorch, 1 worker"] / r["lockstep DDP, 1 worker"] - 1);
     plain_vs_plain.push_back(r["plain libtorch, 1 worker"] / r["plain libtorch, 1 worker, again"] - 1);
     paired.push_back(std::atof(run_world(1, {self, "paired-overhead"}).c_str()));
+    timeline_cost.push_back(std::atof(run_world(2, {self, "paired-timeline"}).c_str()));
     threads_vs_processes.push_back(r["lockstep DDP, 2 replicas on threads of 1 process"] / r["lockstep DDP, 2 workers"]);
     double from_program = 0, from_replicas = 0;
     std::sscanf(run_world(1, {self, "first-step-threads"}).c_str(), "%lf %lf", &from_program, &from_replicas);
@@ -259,6 +341,8 @@ int main(int argc, char** argv) {
   std::printf("lockstep DDP overhead at 1 worker over plain libtorch, paired in one process: %+.2f%%\n",
               100 * median(paired));
   std::printf("lockstep DDP at 2 workers, replicas on threads / processes: %.3fx\n", median(threads_vs_processes));
+  std::printf("lockstep DDP at 2 workers recording the timeline, paired in each process: %.4fx the step time of not "
+              "recording\n", median(timeline_cost));
   std::printf("to the end of the first step, 2 workers: threads %.3f s from starting the workers (run_replicas), "
               "%.3f s from starting the program; processes %.3f s from starting them\n",
               median(first_step_replicas), median(first_step_threads), median(first_step_processes));
