@@ -52,6 +52,7 @@ int run_workers(const LaunchOptions& options) {
     ranks.push_back(options.node_rank * options.nproc_per_node + local_rank);
   }
   // A launcher started again after its node was lost joins the attempt in progress.
+  std::string last_failure;  // of the attempt before, for the workers of the next
   for (int attempt = attempts.current();; ++attempt) {
     attempts.join(attempt);
     WorkerGroup workers(options.stop_timeout, terminal);
@@ -60,7 +61,7 @@ int run_workers(const LaunchOptions& options) {
       try {
         workers.add(place.rank,
                     spawn_worker(options.command,
-                                 worker_environment(inherited, options, place, store_port, attempt, terminal)));
+                                 worker_environment(inherited, options, place, store_port, attempt, terminal, last_failure)));
       } catch (const Error& error) {
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;
@@ -120,6 +121,7 @@ int run_workers(const LaunchOptions& options) {
     }
     report("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) +
            ": starting every worker afresh after " + failure);
+    last_failure = failure;
   }
 }
 

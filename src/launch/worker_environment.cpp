@@ -27,7 +27,8 @@ bool contradicts_worker_place(const std::string& entry) {
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
                                             const LaunchOptions& options, const WorkerRanks& place,
-                                            int store_port, int restart_count, bool stdout_is_terminal) {
+                                            int store_port, int restart_count, bool stdout_is_terminal,
+                                            const std::string& restart_reason) {
   std::vector<std::pair<std::string, std::string>> assigned = {
       {"RANK", std::to_string(place.rank)},
       {"WORLD_SIZE", std::to_string(options.nproc_per_node * options.nnodes)},
@@ -44,6 +45,8 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       // Always set, so that one inherited from an outer launch cannot claim a terminal.
       {"LOCKSTEP_TERMINAL", stdout_is_terminal ? "1" : "0"},
   };
+  // Why the attempt before this one ended (a timeline marks the restart with it).
+  if (restart_count > 0) assigned.emplace_back("LOCKSTEP_RESTART_REASON", restart_reason);
   // --backend nccl, from before the device backend, is --device-backend nccl.
   const bool nccl = options.backend == "nccl";
   if (!options.backend.empty() && !nccl) assigned.emplace_back("LOCKSTEP_BACKEND", options.backend);

@@ -24,7 +24,8 @@ struct WorkerRanks {
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
                                             const LaunchOptions& options, const WorkerRanks& place,
                                             int store_port, int restart_count = 0,
-                                            bool stdout_is_terminal = false);
+                                            bool stdout_is_terminal = false,
+                                            const std::string& restart_reason = "");
 
 /// This process's environment as "NAME=value" entries.
 std::vector<std::string> current_environment();

@@ -228,3 +228,31 @@ TEST(Timeline, AnyProgramUnderTheLauncherWritesAFilePerRankThatMerge) {
 
 }  // namespace
 }  // namespace lockstep::train
+
+namespace lockstep::train {
+namespace {
+
+// A job the launcher restarts marks where the new attempt began, and why the last one ended.
+TEST(Timeline, ARestartIsMarkedWithWhyTheAttemptBeforeEnded) {
+  TemporaryDirectory dir;
+  const std::string worker = std::string("if [ \"$LOCKSTEP_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 3; fi; exec ") +
+                             PERCEPTRON + " --epochs 1";
+  const auto ran = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--max-restarts", "1", "--", "/bin/sh", "-c", worker},
+                               {{"LOCKSTEP_TIMELINE", dir.path() + "/job"}});
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  for (int rank : {0, 1}) {
+    const Json events = read_json(dir.path() + "/job.rank-" + std::to_string(rank) + ".json");
+    int marks = 0;
+    for (const auto& e : events) {
+      if (e["ph"] != "i" || e["name"] != "restart") continue;
+      ++marks;
+      EXPECT_EQ(e["tid"], 4) << e.dump();
+      EXPECT_EQ(e["args"]["attempt"], 1) << e.dump();
+      EXPECT_TRUE(contains(e["args"]["why"].get<std::string>(), "rank 1")) << e.dump();
+    }
+    EXPECT_EQ(marks, 1) << "rank " << rank;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::train

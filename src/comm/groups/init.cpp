@@ -97,12 +97,17 @@ void start_timeline_from_environment() {
   const char* prefix = std::getenv("LOCKSTEP_TIMELINE");
   if (prefix == nullptr || *prefix == '\0') return;
   timeline::start(prefix);
-  // A job the launcher restarted: where the new attempt begins.
+  // A job the launcher restarted: where the new attempt begins, and why the last one ended
+  // (a worker that died, or one that missed its heartbeats).
   const char* restarts = std::getenv("LOCKSTEP_RESTART_COUNT");
   if (restarts != nullptr && std::string(restarts) != "0") {
+    const char* reason = std::getenv("LOCKSTEP_RESTART_REASON");
+    const std::string why = reason != nullptr ? reason : "";
+    const bool hung = why.find("missed its heartbeats") != std::string::npos;
     const int rank = lockstep::rank();
-    timeline::detail::record(rank, timeline::detail::Track::marks, 'i', "restart", timeline::detail::now_us(rank), 0,
-                             "\"attempt\": " + std::string(restarts));
+    timeline::detail::record(rank, timeline::detail::Track::marks, 'i', hung ? "restart: heartbeats missed" : "restart",
+                             timeline::detail::now_us(rank), 0,
+                             "\"attempt\": " + std::string(restarts) + ", \"why\": " + timeline::detail::quoted(why));
   }
 }
 
