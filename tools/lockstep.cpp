@@ -34,6 +34,11 @@ void add_run_command(CLI::App& app, Action& chosen) {
   run->add_option("--device-backend", options->device_backend,
                   "Who moves CUDA tensors: auto (NCCL where each rank has a GPU of its own), staged (through host "
                   "memory) or nccl");
+  run->add_option("--bind", options->bind,
+                  "core: each worker on a physical core of its own within this launcher's CPUs, when there are "
+                  "enough; none: workers keep the launcher's CPUs")
+      ->check(CLI::IsMember({"core", "none"}))
+      ->capture_default_str();
   run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
   run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")
       ->capture_default_str();

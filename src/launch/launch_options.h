@@ -30,6 +30,10 @@ struct LaunchOptions {
   std::chrono::milliseconds rdzv_timeout = std::chrono::seconds(300);
   /// A worker whose heartbeats (sent by lockstep's init()) stop for this long is hung.
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(30);
+  /// "core": each worker pinned to a physical core of its own, within the launcher's
+  /// affinity, when there are enough (else not, with one line saying so); "none": workers
+  /// keep the launcher's affinity.
+  std::string bind = "core";
   /// PROGRAM ARGS...; PROGRAM is looked up in PATH.
   std::vector<std::string> command;
 };

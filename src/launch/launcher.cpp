@@ -7,7 +7,9 @@
 #include <optional>
 
 #include "launch/agent_store.h"
+#include "launch/core_binding.h"
 #include "launch/heartbeat_monitor.h"
+#include "comm/world/cpu_topology.h"
 #include "launch/mpirun_command.h"
 #include "launch/job_attempts.h"
 #include "launch/signal_inbox.h"
@@ -52,6 +54,11 @@ int run_workers(const LaunchOptions& options) {
     ranks.push_back(options.node_rank * options.nproc_per_node + local_rank);
   }
   // A launcher started again after its node was lost joins the attempt in progress.
+  CoreBinding binding;
+  if (options.bind == "core") {
+    binding = bind_to_cores(options.nproc_per_node, allowed_cpus());
+    if (!binding.unbound_why.empty()) report(binding.unbound_why);
+  }
   std::string last_failure;  // of the attempt before, for the workers of the next
   for (int attempt = attempts.current();; ++attempt) {
     attempts.join(attempt);
@@ -61,7 +68,8 @@ int run_workers(const LaunchOptions& options) {
       try {
         workers.add(place.rank,
                     spawn_worker(options.command,
-                                 worker_environment(inherited, options, place, store_port, attempt, terminal, last_failure)));
+                                 worker_environment(inherited, options, place, store_port, attempt, terminal, last_failure),
+                                 binding.cpus.empty() ? -1 : binding.cpus[local_rank]));
       } catch (const Error& error) {
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;

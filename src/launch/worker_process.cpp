@@ -1,5 +1,7 @@
 #include "launch/worker_process.h"
 
+#include <sched.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -38,7 +40,7 @@ std::vector<char*> as_null_terminated(const std::vector<std::string>& strings) {
 
 // Runs in the forked child of a multi-threaded parent: async-signal-safe calls only.
 [[noreturn]] void become_worker(char* const argv[], char* const envp[], pid_t launcher_pid, const Pipe& out,
-                                const Pipe& err, const Pipe& exec_error) {
+                                const Pipe& err, const Pipe& exec_error, const cpu_set_t* cpu) {
   setpgid(0, 0);  // own group: the launcher signals it as a whole, a terminal's Ctrl-C does not
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher_pid) {
@@ -49,6 +51,11 @@ std::vector<char*> as_null_terminated(const std::vector<std::string>& strings) {
   sigprocmask(SIG_SETMASK, &none, nullptr);  // the launcher blocks signals it reads via signalfd
   dup2(out.write_end, STDOUT_FILENO);
   dup2(err.write_end, STDERR_FILENO);
+  if (cpu != nullptr && sched_setaffinity(0, sizeof *cpu, cpu) != 0) {
+    int affinity_errno = errno;
+    (void)!write(exec_error.write_end, &affinity_errno, sizeof affinity_errno);
+    _exit(127);
+  }
   execvpe(argv[0], argv, envp);
   int exec_errno = errno;
   (void)!write(exec_error.write_end, &exec_errno, sizeof exec_errno);
@@ -68,17 +75,20 @@ int read_exec_errno(int fd) {
 }  // namespace
 
 WorkerProcess spawn_worker(const std::vector<std::string>& command,
-                           const std::vector<std::string>& environment) {
+                           const std::vector<std::string>& environment, int cpu) {
   std::vector<char*> argv = as_null_terminated(command);
   std::vector<char*> envp = as_null_terminated(environment);
   Pipe out = open_pipe();
   Pipe err = open_pipe();
   Pipe exec_error = open_pipe();
   pid_t launcher_pid = getpid();
+  cpu_set_t pinned;  // made before fork: the child may only make async-signal-safe calls
+  CPU_ZERO(&pinned);
+  if (cpu >= 0) CPU_SET(cpu, &pinned);
 
   pid_t pid = fork();
   if (pid == 0) {
-    become_worker(argv.data(), envp.data(), launcher_pid, out, err, exec_error);
+    become_worker(argv.data(), envp.data(), launcher_pid, out, err, exec_error, cpu >= 0 ? &pinned : nullptr);
   }
   int fork_errno = errno;
   close(out.write_end);

@@ -17,8 +17,9 @@ struct WorkerProcess {
 
 /// Starts `command` (PROGRAM looked up in PATH) with exactly `environment`, in its own
 /// process group, killed if the launcher dies. Returns once PROGRAM is running; throws
-/// lockstep::Error "cannot run 'PROGRAM': reason" when it could not be executed.
+/// lockstep::Error "cannot run 'PROGRAM': reason" when it could not be executed. With `cpu`
+/// (not -1), PROGRAM runs on that CPU alone.
 WorkerProcess spawn_worker(const std::vector<std::string>& command,
-                           const std::vector<std::string>& environment);
+                           const std::vector<std::string>& environment, int cpu = -1);
 
 }  // namespace lockstep::launch

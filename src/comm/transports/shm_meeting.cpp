@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "comm/transports/transport.h"
+#include "comm/world/cpu_topology.h"
 
 namespace lockstep {
 namespace {
@@ -78,6 +79,7 @@ ShmMeeting::ShmMeeting(void* memory, int rank, int size, std::vector<int> group_
 void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) {
   Seat& mine = seats_[rank_];
   mine.tags[phase & 1].store(tag, std::memory_order_relaxed);
+  mine.cpu.store(sched_getcpu() + 1, std::memory_order_relaxed);
   // seq_cst store then seq_cst load: either a sleeper sees this phase, or this sees it asleep.
   mine.phase.store(phase, std::memory_order_seq_cst);
   if (bell_->sleepers.load(std::memory_order_seq_cst) != 0) {
@@ -86,12 +88,13 @@ void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) 
   }
   if (!everyone_at(phase)) {
     const auto start = Clock::now();
+    const bool spin = !awaited_rank_shares_my_core(phase);
     for (int i = 1;; ++i) {
       cpu_relax();
       if (everyone_at(phase)) break;
-      if (i % 64 != 0) continue;
+      if (spin && i % 64 != 0) continue;
       const auto waited = Clock::now() - start;
-      if (waited < kSpinFor) continue;
+      if (spin && waited < kSpinFor) continue;
       if (waited < kYieldUntil) {
         sched_yield();
         continue;
@@ -103,6 +106,17 @@ void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) 
   for (int r = 0; r < size_; ++r) {
     if (seats_[r].tags[phase & 1].load(std::memory_order_relaxed) != tag) throw CallsDiffer();
   }
+}
+
+bool ShmMeeting::awaited_rank_shares_my_core(uint64_t phase) const {
+  const int here = sched_getcpu();
+  if (here < 0) return false;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || seats_[r].phase.load(std::memory_order_acquire) >= phase) continue;
+    const int there = seats_[r].cpu.load(std::memory_order_relaxed) - 1;
+    if (there >= 0 && (there == here || physical_core_of(there) == physical_core_of(here))) return true;
+  }
+  return false;
 }
 
 bool ShmMeeting::everyone_at(uint64_t phase) const {

@@ -16,7 +16,10 @@ namespace lockstep {
 ///
 /// Waiting spins for a few microseconds (the other rank is usually about to arrive), then
 /// yields, then sleeps on a futex, so that ranks outnumbering cores do not starve the rank
-/// they wait for. While asleep it checks that the ranks it waits for can still come.
+/// they wait for. It does not spin at all while a rank it waits for last ran on this
+/// rank's physical core (the same CPU, or its SMT sibling): there spinning takes the very
+/// cycles the other rank needs to arrive. While asleep it checks that the ranks it waits
+/// for can still come.
 class ShmMeeting {
  public:
   using Clock = std::chrono::steady_clock;
@@ -43,6 +46,7 @@ class ShmMeeting {
     // the previous one, never two.
     std::atomic<uint32_t> tags[2];
     std::atomic<int32_t> pid;
+    std::atomic<int32_t> cpu;  // 1 + the CPU it ran on when it last arrived; 0 unknown
   };
   struct alignas(64) Bell {
     std::atomic<uint32_t> rings;     // the futex word
@@ -50,6 +54,8 @@ class ShmMeeting {
   };
 
   bool everyone_at(uint64_t phase) const;
+  /// Whether a rank not yet at `phase` last ran on the physical core this one runs on.
+  bool awaited_rank_shares_my_core(uint64_t phase) const;
   void sleep_until_everyone_at(uint64_t phase, Clock::time_point deadline);
   /// Throws naming the ranks not yet at `phase`: gone ones, or all of them after the deadline.
   void check_on_missing(uint64_t phase, bool deadline_passed) const;

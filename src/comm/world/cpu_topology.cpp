@@ -1,0 +1,54 @@
+#include "comm/world/cpu_topology.h"
+
+#include <sched.h>
+
+#include <fstream>
+#include <mutex>
+#include <unordered_map>
+
+namespace lockstep {
+namespace {
+
+std::string read_word(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  in >> word;
+  return word;
+}
+
+}  // namespace
+
+const std::string& physical_core_of(int cpu) {
+  static std::mutex mutex;
+  static std::unordered_map<int, std::string> known;  // the topology does not change while we run
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = known.find(cpu);
+  if (found != known.end()) return found->second;
+  const std::string topology = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+  const std::string package = read_word(topology + "physical_package_id"), core = read_word(topology + "core_id");
+  return known[cpu] = package.empty() || core.empty() ? "cpu" + std::to_string(cpu) : package + ":" + core;
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+std::string cpu_list_text(const std::vector<int>& cpus) {
+  std::string text;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    text += (text.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+    i = j + 1;
+  }
+  return text;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+// Which CPUs share a physical core (SMT siblings), from /sys/devices/system/cpu: ranks that
+// wait for each other must not spin on a core the awaited rank needs, and `lockstep run`
+// gives each worker a core of its own.
+namespace lockstep {
+
+/// The physical core of logical CPU `cpu` as "package:core"; the CPU itself where the
+/// topology cannot be read (a CPU is then its own core).
+const std::string& physical_core_of(int cpu);
+
+/// The CPUs this process may run on (its affinity mask), in increasing order.
+std::vector<int> allowed_cpus();
+
+/// "0-3,6": a CPU list as /proc/PID/status and taskset write it.
+std::string cpu_list_text(const std::vector<int>& cpus);
+
+}  // namespace lockstep
