@@ -31,7 +31,8 @@ struct TrainJob {
   int64_t warmup_steps = 100;
   double clip_grad_norm = 0;  // 0: off
   int zero = 0;
-  bool timeline = false;  // RUN/timeline.json  // ZeRO stage: 1 shards the optimizer state across the workers
+  bool timeline = false;  // RUN/timeline.json
+  std::string bind = "core";  // each worker on a physical core of its own, when there are enough  // ZeRO stage: 1 shards the optimizer state across the workers
   double bucket_cap_mb = 25;  // DistributedDataParallel's bucket size
   bool scale_lr = false;
   bool augment = false;  // random crops and flips of small images (large ones are always cropped)

@@ -7,7 +7,6 @@
 #include <optional>
 
 #include "launch/agent_store.h"
-#include "launch/core_binding.h"
 #include "launch/heartbeat_monitor.h"
 #include "comm/world/cpu_topology.h"
 #include "launch/mpirun_command.h"

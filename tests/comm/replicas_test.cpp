@@ -12,7 +12,11 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include "comm/sixteen_bit_means.h"
+#include "comm/world/cpu_topology.h"
 #include "lockstep/lockstep.h"
 
 namespace lockstep {
@@ -284,6 +288,33 @@ TEST(Replicas, BadArgumentsAreRefused) {
   EXPECT_EQ(message_of([] { init(InitOptions().backend(Backend::Threads)); }),
             "lockstep::init: Backend::Threads is the backend of lockstep::run_replicas, which makes its "
             "own group; init() takes Backend::Gloo, Mpi or Auto");
+}
+
+// Each replica thread's CPUs, by rank, with `options`.
+std::vector<std::vector<int>> replica_cpus(const ReplicaOptions& options) {
+  std::vector<std::vector<int>> cpus(2);
+  run_replicas(2, [&](ProcessGroup group) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    pthread_getaffinity_np(pthread_self(), sizeof set, &set);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus[group.rank()].push_back(cpu);
+    }
+  }, options);
+  return cpus;
+}
+
+TEST(Replicas, BindCoresGivesEachReplicaThreadAPhysicalCoreOfItsOwn) {
+  const std::vector<int> mine = allowed_cpus();
+  EXPECT_EQ(replica_cpus(ReplicaOptions()), std::vector<std::vector<int>>(2, mine)) << "pinned unasked";
+  const CoreBinding fits = bind_to_cores(2, mine);
+  if (fits.cpus.empty()) GTEST_SKIP() << fits.unbound_why;
+  const auto bound = replica_cpus(ReplicaOptions().bind_cores(true));
+  ASSERT_EQ(bound[0].size(), 1u);
+  ASSERT_EQ(bound[1].size(), 1u);
+  EXPECT_NE(physical_core_of(bound[0][0]), physical_core_of(bound[1][0]));
+  // The caller's own thread keeps its CPUs.
+  EXPECT_EQ(allowed_cpus(), mine);
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ TEST(Binding, AMaskNarrowerThanTheWorkersFallsBackToNoneInOneLine) {
   std::string output;
   const auto cpus = worker_cpus({"taskset", "-c", "0"}, {"-n", "2", "--bind", "core"}, &output);
   for (const auto& [rank, list] : cpus) EXPECT_EQ(list, "0") << "rank " << rank;
-  EXPECT_TRUE(contains(output, "lockstep run: --bind core: the launcher may run on CPU(s) 0, 1 physical core(s), fewer "
-                               "than the 2 workers; they are not bound (as --bind none)\n"))
+  EXPECT_TRUE(contains(output, "lockstep run: --bind core: CPU(s) 0 hold 1 physical core(s), fewer than the 2 workers; "
+                               "they are not bound (as --bind none)\n"))
       << output;
 }
 

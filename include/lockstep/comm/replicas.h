@@ -18,6 +18,10 @@ struct ReplicaOptions {
   TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::seconds(300);
   /// Checks before every collective that all replicas pass the same shapes and dtypes.
   TORCH_ARG(bool, debug) = false;
+  /// Pins replica i's thread (and the threads it starts) to a physical core of its own
+  /// within this process's affinity, when there are at least n; else leaves them unpinned.
+  /// Off by default: a library should not move its caller's threads unasked.
+  TORCH_ARG(bool, bind_cores) = false;
 };
 
 /// Runs `body` on `n` threads of this process at once, the replicas of one training: each

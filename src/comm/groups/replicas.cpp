@@ -1,5 +1,8 @@
 #include "lockstep/comm/replicas.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <ATen/ThreadLocalState.h>
 
 #include "comm/groups/process_group.h"
+#include "comm/world/cpu_topology.h"
 #include "comm/world/replica_world.h"
 #include "lockstep/timeline.h"
 
@@ -109,9 +113,16 @@ void run_replicas(int n, const std::function<void(ProcessGroup group)>& body,
   keep_freed_memory_for_the_next_step();
   auto replicas = std::make_shared<ReplicaSet>(n, options.timeout());
   std::vector<std::exception_ptr> errors(n);
+  const CoreBinding binding = options.bind_cores() ? bind_to_cores(n, allowed_cpus()) : CoreBinding();
   std::vector<std::thread> running;
   for (int r = 0; r < n; ++r) {
     running.emplace_back([&, r] {
+      if (!binding.cpus.empty()) {
+        cpu_set_t own;
+        CPU_ZERO(&own);
+        CPU_SET(binding.cpus[r], &own);
+        pthread_setaffinity_np(pthread_self(), sizeof own, &own);
+      }
       errors[r] = run_replica(r, replicas, body, options, caller, fresh_random_state, threads);
     });
   }

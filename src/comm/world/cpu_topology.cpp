@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 namespace lockstep {
@@ -49,6 +50,23 @@ std::string cpu_list_text(const std::vector<int>& cpus) {
     i = j + 1;
   }
   return text;
+}
+
+CoreBinding bind_to_cores(int workers, const std::vector<int>& allowed) {
+  CoreBinding binding;
+  std::set<std::string> taken;
+  std::vector<int> first_of_each_core;
+  for (int cpu : allowed) {
+    if (taken.insert(physical_core_of(cpu)).second) first_of_each_core.push_back(cpu);
+  }
+  if (static_cast<int>(first_of_each_core.size()) < workers) {
+    binding.unbound_why = "--bind core: CPU(s) " + cpu_list_text(allowed) + " hold " +
+                          std::to_string(first_of_each_core.size()) + " physical core(s), fewer than the " +
+                          std::to_string(workers) + " workers; they are not bound (as --bind none)";
+    return binding;
+  }
+  binding.cpus.assign(first_of_each_core.begin(), first_of_each_core.begin() + workers);
+  return binding;
 }
 
 }  // namespace lockstep

@@ -18,4 +18,14 @@ std::vector<int> allowed_cpus();
 /// "0-3,6": a CPU list as /proc/PID/status and taskset write it.
 std::string cpu_list_text(const std::vector<int>& cpus);
 
+/// Where `workers` workers go when each gets a physical core of its own: one CPU of a
+/// distinct core each, taken in order from `allowed` (a Slurm allocation or a taskset is
+/// respected), as mpirun binds by default. With fewer physical cores than workers in
+/// `allowed`, no binding, and why.
+struct CoreBinding {
+  std::vector<int> cpus;    // per worker; empty: not bound
+  std::string unbound_why;  // set when the workers could not have a core each
+};
+CoreBinding bind_to_cores(int workers, const std::vector<int>& allowed);
+
 }  // namespace lockstep
