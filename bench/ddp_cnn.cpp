@@ -242,6 +242,31 @@ double seconds_to_first_step() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch() - started).count();
 }
 
+// The perceptron example per step on 1 and 2 workers and as 2 independent processes (the
+// machine's ceiling), medians of `repeats`; prints the speed-ups.
+void time_perceptron(const std::string& perceptron, int repeats) {
+  // Per step: the difference between 2 epochs and 1, so start-up does not count. Two
+  // independent processes on all the samples each show what this machine gives two workers.
+  auto seconds_per_step = [&](int workers, bool independent) {
+    auto epochs = [&](int n) {
+      return timed_seconds([&] { run_world(workers, {perceptron, "--epochs", std::to_string(n)}, independent); });
+    };
+    return (epochs(2) - epochs(1)) / (independent ? 10000 : 10000 / workers);
+  };
+  std::vector<double> ones, twos, pairs;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    ones.push_back(seconds_per_step(1, false));
+    twos.push_back(seconds_per_step(2, false));
+    pairs.push_back(seconds_per_step(2, true));
+  }
+  const double one = median(ones), two = median(twos), pair = median(pairs);
+  std::printf("\nperceptron example, time per step (one sample per worker, medians of %d): 1 worker %.0f µs, "
+              "2 workers %.0f µs, 2 independent 1-worker processes %.0f µs\n", repeats, one * 1e6, two * 1e6, pair * 1e6);
+  std::printf("an epoch on 2 workers takes %.2fx the time of one on 1 (speed-up %.2fx); the machine's ceiling, "
+              "2 independent processes, is a speed-up of %.2fx; the speed-up is %.2f of the ceiling\n", two / 2 / one,
+              2 * one / two, 2 * one / pair, pair / two);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -252,6 +277,11 @@ int main(int argc, char** argv) {
   if (role == "paired-timeline") {
     const double ratio = paired_timeline_cost();
     return std::getenv("RANK") != nullptr && std::string(std::getenv("RANK")) == "0" && std::printf("%.5f\n", ratio) < 0;
+  }
+  if (role == "perceptron-only") {
+    const std::string self = fs::canonical("/proc/self/exe");
+    time_perceptron((fs::path(self).parent_path().parent_path() / "examples" / "perceptron").string(), 5);
+    return 0;
   }
   if (role == "timeline-only") {
     std::vector<double> ratios;
@@ -359,24 +389,6 @@ int main(int argc, char** argv) {
               "%.1f samples/s, training waited for data %.3f%% of the time (medians of %d runs)\n",
               median(data_rates), 100 * median(waited_shares), kRepeats);
 
-  // Per step: the difference between 2 epochs and 1, so start-up does not count. Two
-  // independent processes on all the samples each show what this machine gives two workers.
-  auto seconds_per_step = [&](int workers, bool independent) {
-    auto epochs = [&](int n) {
-      return timed_seconds([&] { run_world(workers, {perceptron, "--epochs", std::to_string(n)}, independent); });
-    };
-    return (epochs(2) - epochs(1)) / (independent ? 10000 : 10000 / workers);
-  };
-  std::vector<double> ones, twos, pairs;
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    ones.push_back(seconds_per_step(1, false));
-    twos.push_back(seconds_per_step(2, false));
-    pairs.push_back(seconds_per_step(2, true));
-  }
-  const double one = median(ones), two = median(twos), pair = median(pairs);
-  std::printf("\nperceptron example, time per step (one sample per worker, medians of 3): 1 worker %.0f µs, "
-              "2 workers %.0f µs, 2 independent 1-worker processes %.0f µs\n", one * 1e6, two * 1e6, pair * 1e6);
-  std::printf("an epoch on 2 workers takes %.2fx the time of one on 1 (speed-up %.2fx); the machine's ceiling, "
-              "2 independent processes, is a speed-up of %.2fx\n", two / 2 / one, 2 * one / two, 2 * one / pair);
+  time_perceptron(perceptron, 3);
   return 0;
 }

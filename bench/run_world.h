@@ -1,6 +1,7 @@
 #pragma once
 
 // Starting a benchmark's ranks as real processes on this machine, as a launcher would.
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,17 +15,33 @@
 namespace lockstep::bench {
 
 // Runs `argv` as `n` ranks of one world (torchrun-style variables), or as `n` independent
-// processes with no world variables, and returns the first one's output.
+// processes with no world variables, and returns the first one's output. With
+// LOCKSTEP_BENCH_BIND=core, process r runs on the r-th CPU this one may use, as
+// `lockstep run --bind core` places workers on a machine whose CPUs are separate cores.
 inline std::string run_world(int n, const std::vector<std::string>& argv, bool independent = false) {
   const std::string out = std::filesystem::temp_directory_path() / ("lockstep-bench-" + std::to_string(getpid()));
   const std::string port = std::to_string(29000 + getpid() % 1000);
   std::fflush(stdout);  // or the children would print what the parent has buffered
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch());
   setenv("LOCKSTEP_BENCH_START_NS", std::to_string(now.count()).c_str(), 1);
+  const char* bind = std::getenv("LOCKSTEP_BENCH_BIND");
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  sched_getaffinity(0, sizeof allowed, &allowed);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
+      if (bind != nullptr && std::string(bind) == "core" && !cpus.empty()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[r % cpus.size()], &one);
+        sched_setaffinity(0, sizeof one, &one);
+      }
       if (!independent) {
         setenv("RANK", std::to_string(r).c_str(), 1);
         setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
