@@ -91,6 +91,13 @@ class Recorder {
   }
 
   void open(int rank, const std::string& path, double offset_us) {
+    {
+      std::lock_guard<std::mutex> lock(files_mutex_);
+      if (files_.count(rank) != 0) {
+        throw ConfigError("lockstep timeline: rank " + std::to_string(rank) + " records into " + files_[rank].path +
+                          " already (LOCKSTEP_TIMELINE, or timeline::start called twice)");
+      }
+    }
     std::error_code ignored;
     const auto folder = std::filesystem::path(path).parent_path();
     if (!folder.empty()) std::filesystem::create_directories(folder, ignored);

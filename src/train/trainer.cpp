@@ -257,7 +257,9 @@ namespace {
 class FitTimeline {
  public:
   FitTimeline(bool wanted, const std::string& out_dir, const ProcessGroup& group) : group_(group) {
-    if (!wanted || out_dir.empty() || timeline::enabled()) return;
+    // Every rank decides alike: by its options and the environment, which ranks share.
+    const char* recording = std::getenv("LOCKSTEP_TIMELINE");
+    if (!wanted || out_dir.empty() || (recording != nullptr && *recording != '\0')) return;
     folder_ = std::filesystem::path(out_dir);
     timeline::start((folder_ / "timeline" / "trace").string(), group_);
     owned_ = true;

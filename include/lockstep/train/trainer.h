@@ -68,7 +68,8 @@ struct TrainerOptions {
   /// precision: parameters, gradients and the optimizer stay float32).
   TORCH_ARG(bool, autocast_bf16) = false;
   /// Record a timeline of every rank (include/lockstep/timeline.h) during fit(), merged into
-  /// out_dir/timeline.json at its end; while one records (this, or LOCKSTEP_TIMELINE), the
+  /// out_dir/timeline.json at its end (unless LOCKSTEP_TIMELINE records already, at its own
+  /// prefix); while one records (this, or LOCKSTEP_TIMELINE), the
   /// progress line names a rank that keeps the others waiting, and each train record holds
   /// the per-step split (step_data_ms, step_compute_ms, step_comm_ms). Costs one small
   /// all_gather per step.
