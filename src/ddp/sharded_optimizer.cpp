@@ -90,12 +90,7 @@ void OptimizerSharding::consolidate_state_dict(int root) {
   const int me = group_.rank();
   detail::visit_kind(optimizer_, [&](auto kind) {
     for (int r = 0; r < group_.size(); ++r) {
-      if (r == root) continue;
-      std::vector<torch::Tensor> partition;
-      for (size_t i = 0; i < params_.size(); ++i) {
-        if (owners_[i] == r) partition.push_back(params_[i]);
-      }
-      share_state<decltype(kind)>(optimizer_, partition, r, me == r || me == root, group_);
+      if (r != root) share_state<decltype(kind)>(optimizer_, partition_of(r), r, me == r || me == root, group_);
     }
   });
   consolidated_ = me == root;
@@ -106,15 +101,18 @@ void OptimizerSharding::distribute_state(int root) {
   const int me = group_.rank();
   detail::visit_kind(optimizer_, [&](auto kind) {
     for (int r = 0; r < group_.size(); ++r) {
-      if (r == root) continue;
-      std::vector<torch::Tensor> partition;
-      for (size_t i = 0; i < params_.size(); ++i) {
-        if (owners_[i] == r) partition.push_back(params_[i]);
-      }
-      share_state<decltype(kind)>(optimizer_, partition, root, me == r, group_);
+      if (r != root) share_state<decltype(kind)>(optimizer_, partition_of(r), root, me == r, group_);
     }
   });
   drop_state_of_others();
+}
+
+std::vector<torch::Tensor> OptimizerSharding::partition_of(int rank) const {
+  std::vector<torch::Tensor> partition;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (owners_[i] == rank) partition.push_back(params_[i]);
+  }
+  return partition;
 }
 
 void OptimizerSharding::drop_state_of_others() {

@@ -53,6 +53,7 @@ class OptimizerSharding {
   void note_holds_all_state() { consolidated_ = true; }
 
  private:
+  std::vector<torch::Tensor> partition_of(int rank) const;
   void drop_state_of_others();
   void broadcast_parameters();
 
