@@ -264,6 +264,13 @@ class FitTimeline {
     timeline::start((folder_ / "timeline" / "trace").string(), group_);
     owned_ = true;
   }
+  // A fit() that threw still closes this rank's file (no collective here: others may be gone).
+  ~FitTimeline() {
+    if (owned_) timeline::stop();
+  }
+  FitTimeline(const FitTimeline&) = delete;
+  FitTimeline& operator=(const FitTimeline&) = delete;
+
   // Every rank, at the same point: each closes its file, then rank 0 merges them.
   void finish() {
     if (!owned_) return;
@@ -325,7 +332,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
   namespace tl = timeline::detail;
   const bool tracing = timeline::enabled();
   const int trace_rank = lockstep::rank();
-  if (tracing) s.watch = std::make_unique<StragglerWatch>(group);
+  s.watch = tracing ? std::make_unique<StragglerWatch>(group) : nullptr;
 
   std::optional<SignalRequests> signals;
   if (o.handle_signals()) signals.emplace();
