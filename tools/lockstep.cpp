@@ -35,10 +35,10 @@ void add_run_command(CLI::App& app, Action& chosen) {
                   "Who moves CUDA tensors: auto (NCCL where each rank has a GPU of its own), staged (through host "
                   "memory) or nccl");
   run->add_option("--bind", options->bind,
-                  "core: each worker on a physical core of its own within this launcher's CPUs, when there are "
-                  "enough; none: workers keep the launcher's CPUs")
-      ->check(CLI::IsMember({"core", "none"}))
-      ->capture_default_str();
+                  "core: each worker on a physical core of its own within this launcher's CPUs (one line when "
+                  "there are too few); none: workers keep the launcher's CPUs (default: core when there are "
+                  "enough, else none)")
+      ->check(CLI::IsMember({"core", "none"}));
   run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
   run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")
       ->capture_default_str();

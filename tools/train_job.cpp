@@ -75,10 +75,9 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
   command.add_flag("--augment", augment, "Random crops and flips of small images");
   command.add_option("--bind", bind,
-                     "core: each worker (process or replica thread) on a physical core of its own, when there are "
-                     "enough; none: no pinning")
-      ->check(CLI::IsMember({"core", "none"}))
-      ->capture_default_str();
+                     "core: each worker (process or replica thread) on a physical core of its own; none: no "
+                     "pinning (default: core when there are enough cores, else none)")
+      ->check(CLI::IsMember({"core", "none"}));
   command.add_flag("--timeline", timeline,
                    "Record every rank's steps, buckets and collectives into RUN/timeline.json (Perfetto, "
                    "chrome://tracing; lockstep timeline summary)");
@@ -196,7 +195,7 @@ std::vector<std::string> TrainJob::as_arguments() const {
   if (augment) a.push_back("--augment");
   if (deterministic) a.push_back("--deterministic");
   if (timeline) a.push_back("--timeline");
-  a.insert(a.end(), {"--bind", bind});
+  if (!bind.empty()) a.insert(a.end(), {"--bind", bind});
   if (!val_split.empty()) a.insert(a.end(), {"--val-split", val_split});
   const auto registry = datasets.as_arguments();
   a.insert(a.end(), registry.begin(), registry.end());
@@ -310,7 +309,7 @@ int run_train_replicas(const TrainJob& job) {
   run_replicas(job.workers, [&](ProcessGroup group) {
     const int mine = train_worker(job, data);
     if (group.rank() == 0) status = mine;  // every replica stops at the same step
-  }, ReplicaOptions().threads(threads).bind_cores(job.bind == "core"));
+  }, ReplicaOptions().threads(threads).bind_cores(job.bind != "none"));
   return status;
 }
 

@@ -32,7 +32,7 @@ struct TrainJob {
   double clip_grad_norm = 0;  // 0: off
   int zero = 0;
   bool timeline = false;  // RUN/timeline.json
-  std::string bind = "core";  // each worker on a physical core of its own, when there are enough  // ZeRO stage: 1 shards the optimizer state across the workers
+  std::string bind;  // core, none, or "": core when there are enough cores, else none  // ZeRO stage: 1 shards the optimizer state across the workers
   double bucket_cap_mb = 25;  // DistributedDataParallel's bucket size
   bool scale_lr = false;
   bool augment = false;  // random crops and flips of small images (large ones are always cropped)

@@ -22,7 +22,7 @@ void validate(const LaunchOptions& options) {
       options.device_backend != "nccl") {
     throw ConfigError("--device-backend must be auto, staged or nccl (got '" + options.device_backend + "')");
   }
-  if (options.bind != "core" && options.bind != "none") {
+  if (!options.bind.empty() && options.bind != "core" && options.bind != "none") {
     throw ConfigError("--bind must be core or none (got '" + options.bind + "')");
   }
   if (options.backend == "nccl" && !options.device_backend.empty() && options.device_backend != "nccl") {

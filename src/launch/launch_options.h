@@ -32,8 +32,9 @@ struct LaunchOptions {
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(30);
   /// "core": each worker pinned to a physical core of its own, within the launcher's
   /// affinity, when there are enough (else not, with one line saying so); "none": workers
-  /// keep the launcher's affinity.
-  std::string bind = "core";
+  /// keep the launcher's affinity; "" (the default): "core" when there are enough cores,
+  /// else "none", silently.
+  std::string bind;
   /// PROGRAM ARGS...; PROGRAM is looked up in PATH.
   std::vector<std::string> command;
 };

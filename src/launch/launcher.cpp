@@ -54,9 +54,10 @@ int run_workers(const LaunchOptions& options) {
   }
   // A launcher started again after its node was lost joins the attempt in progress.
   CoreBinding binding;
-  if (options.bind == "core") {
+  if (options.bind != "none") {
     binding = bind_to_cores(options.nproc_per_node, allowed_cpus());
-    if (!binding.unbound_why.empty()) report(binding.unbound_why);
+    // Only asked-for binding that cannot be had is worth a line; by default it binds when it fits.
+    if (!binding.unbound_why.empty() && options.bind == "core") report(binding.unbound_why);
   }
   std::string last_failure;  // of the attempt before, for the workers of the next
   for (int attempt = attempts.current();; ++attempt) {
