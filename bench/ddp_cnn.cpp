@@ -42,6 +42,7 @@
 namespace {
 
 using lockstep::bench::median;
+using lockstep::bench::median_paired_ratio;
 using lockstep::bench::run_world;
 
 namespace fs = std::filesystem;
@@ -146,20 +147,10 @@ double paired_overhead_at_one_worker() {
     });
   };
   for (int i = 0; i < kWarmup; ++i) window(plain, plain_optimizer), window(wrapped, ddp_optimizer);
-  std::vector<double> ratios;
-  for (int pair = 0; pair < 40; ++pair) {
-    double p = 0, d = 0;
-    if (pair % 2 == 0) {
-      p = window(plain, plain_optimizer);
-      d = window(wrapped, ddp_optimizer);
-    } else {
-      d = window(wrapped, ddp_optimizer);
-      p = window(plain, plain_optimizer);
-    }
-    ratios.push_back(d / p);
-  }
+  const double ratio = median_paired_ratio(40, [&] { return window(wrapped, ddp_optimizer); },
+                                           [&] { return window(plain, plain_optimizer); });
   lockstep::shutdown();
-  return median(ratios) - 1;
+  return ratio - 1;
 }
 
 // What recording the timeline costs `lockstep train` on 2 workers: one model, and windows of
@@ -206,22 +197,13 @@ double paired_timeline_cost() {
     });
   };
   for (int i = 0; i < kWarmup; ++i) window(true), window(false);
-  std::vector<double> ratios;
-  for (int pair = 0; pair < 40; ++pair) {
-    double on = 0, off = 0;
-    if (pair % 2 == 0) {
-      on = window(true), off = window(false);
-    } else {
-      off = window(false), on = window(true);
-    }
-    ratios.push_back(on / off);
-  }
+  const double ratio = median_paired_ratio(40, [&] { return window(true); }, [&] { return window(false); });
   lockstep::timeline::detail::recording.store(true);
   const std::string file = lockstep::timeline::stop();
   std::error_code ignored;
   fs::remove(file, ignored);
   lockstep::shutdown();
-  return median(ratios);
+  return ratio;
 }
 
 // Seconds from LOCKSTEP_BENCH_START_NS (the steady clock, which every process shares, read

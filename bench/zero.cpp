@@ -35,6 +35,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using lockstep::bench::median;
+using lockstep::bench::median_paired_ratio;
 using lockstep::bench::run_world;
 using Clock = std::chrono::steady_clock;
 
@@ -129,17 +130,9 @@ void step_time(const std::string& name, int64_t batch, int steps_per_window, int
     });
   };
   window(unsharded), window(sharded);  // warm-up
-  std::vector<double> ratios;
-  for (int pair = 0; pair < pairs; ++pair) {
-    double u = 0, s = 0;
-    if (pair % 2 == 0) {
-      u = window(unsharded), s = window(sharded);
-    } else {
-      s = window(sharded), u = window(unsharded);
-    }
-    ratios.push_back(s / u);
-  }
-  if (lockstep::rank() == 0) std::printf("%.5f\n", median(ratios));
+  const double ratio =
+      median_paired_ratio(pairs, [&] { return window(sharded); }, [&] { return window(unsharded); });
+  if (lockstep::rank() == 0) std::printf("%.5f\n", ratio);
 }
 
 // Rank 0 prints the median seconds of a sharded checkpoint's write and of an unsharded one's.
