@@ -7,11 +7,19 @@
 namespace lockstep {
 namespace {
 
+// Starts summing `tensor` across the bucket's group; the last bucket is summed right here,
+// since its future is waited for at once.
+Work sum_across(const GradBucket& bucket, at::Tensor tensor) {
+  if (!bucket.last) return all_reduce_async(tensor, ReduceOp::Sum, bucket.group);
+  all_reduce(tensor, ReduceOp::Sum, bucket.group);
+  return Work();
+}
+
 // Sums a copy of the bucket in `wire_dtype`, then writes it back: fewer bytes on the wire.
 CommHook compressing_hook(at::ScalarType wire_dtype) {
   return [wire_dtype](GradBucket& bucket) -> ReducedBucket {
     at::Tensor compressed = bucket.buffer.to(wire_dtype);
-    Work work = all_reduce_async(compressed, ReduceOp::Sum, bucket.group);
+    Work work = sum_across(bucket, compressed);
     at::Tensor buffer = bucket.buffer;
     return [work, compressed, buffer]() mutable {
       work.wait();
@@ -25,7 +33,7 @@ CommHook compressing_hook(at::ScalarType wire_dtype) {
 
 CommHook allreduce_hook() {
   return [](GradBucket& bucket) -> ReducedBucket {
-    Work work = all_reduce_async(bucket.buffer, ReduceOp::Sum, bucket.group);
+    Work work = sum_across(bucket, bucket.buffer);
     at::Tensor buffer = bucket.buffer;
     return [work, buffer] {
       work.wait();

@@ -100,7 +100,6 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   } else {
     view.copy_(grad);
   }
-  if (options_.scale != 1.0) view.mul_(options_.scale);
   ready_[index] = 1;
   if (!rebuilt_) arrival_order_.push_back(index);
   if (--bucket.pending == 0) launch_ready_buckets();
@@ -122,7 +121,11 @@ void GradientReducer::launch_ready_buckets() {
   // Strictly in bucket order: every rank must issue the same collectives in the same order.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_to_launch_];
-    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group};
+    // Scaled once per bucket, not per gradient: the same product for every element, and
+    // one call instead of one per parameter, which is what small models' steps are made of.
+    if (options_.scale != 1.0) bucket.buffer.mul_(options_.scale);
+    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group,
+                    next_to_launch_ + 1 == buckets_.size()};
     if (timeline::detail::on()) bucket.launched_us = timeline::detail::now_us(timeline_rank_);
     bucket.reduced = options_.comm_hook(view);
     ++next_to_launch_;

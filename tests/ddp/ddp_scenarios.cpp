@@ -294,7 +294,8 @@ void sixteen_bit_means() {
 }
 
 // Buckets launch while backward still runs: the first parameter's gradient, computed last,
-// comes after all but the last bucket has been handed to the communicator.
+// comes after all but the last bucket has been handed to the communicator. Only the last
+// launch of each backward pass is marked last, the one the hooks reduce on the spot.
 void overlap() {
   using Clock = std::chrono::steady_clock;
   torch::nn::Sequential model;
@@ -305,8 +306,10 @@ void overlap() {
     }
   });
   std::vector<Clock::time_point> launches;
-  const auto recording = [&launches](lockstep::GradBucket& bucket) {
+  std::vector<bool> marked_last;
+  const auto recording = [&](lockstep::GradBucket& bucket) {
     launches.push_back(Clock::now());
+    marked_last.push_back(bucket.last);
     return lockstep::allreduce_hook()(bucket);
   };
   lockstep::DistributedDataParallel ddp(
@@ -316,6 +319,7 @@ void overlap() {
   first_weight.register_hook([&](const Tensor&) { last_gradient = Clock::now(); });
   for (int step = 0; step < 3; ++step) {
     launches.clear();
+    marked_last.clear();
     Tensor x;
     lockstep::with_replica_generator([&] { x = torch::randn({32, 256}); });
     model->forward(x).pow(2).mean().backward();
@@ -325,6 +329,12 @@ void overlap() {
   std::cout << "rank " << lockstep::rank() << ": " << ddp.buckets().size() << " buckets, " << early
             << " launched before the last gradient was computed" << std::endl;
   if (ddp.buckets().size() < 4 || early + 1 < launches.size()) ++failures;
+  std::vector<bool> only_the_final_one(launches.size(), false);
+  only_the_final_one.back() = true;
+  if (marked_last != only_the_final_one) {
+    std::cout << "rank " << lockstep::rank() << ": GradBucket::last is not set on the final launch alone" << std::endl;
+    ++failures;
+  }
 }
 
 int different_models() {

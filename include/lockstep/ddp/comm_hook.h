@@ -16,6 +16,10 @@ struct GradBucket {
   int index;           // buckets are launched in index order on every rank
   at::Tensor buffer;   // flat, one dtype; the hook may reduce it in place
   ProcessGroup group;  // the ranks to sum over: DistributedDataParallel's group
+  /// The last bucket of this backward pass: it is waited for as soon as it is launched, so
+  /// nothing is left to overlap it with and a hook may as well reduce it on the calling
+  /// thread (the built-in hooks do, which spares waking a background thread every step).
+  bool last = false;
 };
 
 /// A future of the reduced bucket: waits for the reduction and returns the summed contents
