@@ -1,19 +1,21 @@
 #include "comm/calls/call.h"
 
 #include <sstream>
+#include <type_traits>
 
 namespace lockstep {
 namespace {
 
-// FNV-1a: tiny, stable across builds and machines (std::hash is neither guaranteed).
-class Fnv1a {
+// FNV-1a over whole 64-bit values, each product folded onto itself so that high bits reach
+// the low ones: tiny and stable across builds and machines (std::hash is neither
+// guaranteed), and a word per step rather than a byte, since every collective hashes its call.
+class WordHash {
  public:
   template <typename T>
-  void add(const T& value) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
-    for (size_t i = 0; i < sizeof(T); ++i) {
-      hash_ = (hash_ ^ bytes[i]) * 0x100000001b3ULL;
-    }
+  void add(T value) {
+    static_assert(std::is_integral<T>::value || std::is_enum<T>::value, "hash integers");
+    hash_ = (hash_ ^ static_cast<uint64_t>(value)) * 0x100000001b3ULL;
+    hash_ ^= hash_ >> 32;
   }
   uint64_t value() const { return hash_; }
 
@@ -57,7 +59,7 @@ Call::Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op,
     : kind(kind), op(op), root(root) {
   for (const auto& t : tensors) {
     dtypes.push_back(t.scalar_type());
-    shapes.push_back(t.sizes().vec());
+    shapes.emplace_back(t.sizes().begin(), t.sizes().end());
   }
   if (!tensors.empty()) device_type = tensors.front().device().type();
 }
@@ -82,7 +84,7 @@ std::string Call::describe() const {
 }
 
 uint64_t Call::fingerprint() const {
-  Fnv1a h;
+  WordHash h;
   h.add(kind);
   h.add(op);
   h.add(root);

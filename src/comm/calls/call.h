@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include "lockstep/comm/types.h"
 
@@ -25,8 +26,10 @@ struct Call {
   Collective kind;
   ReduceOp op = ReduceOp::Sum;
   int root = 0;
-  std::vector<at::ScalarType> dtypes;
-  std::vector<std::vector<int64_t>> shapes;
+  // Inline storage: a Call is made for every collective, and small ones cost about as much
+  // as a few heap allocations.
+  c10::SmallVector<at::ScalarType, 2> dtypes;
+  c10::SmallVector<c10::SmallVector<int64_t, 4>, 2> shapes;
   /// Where the tensors are (one device per call): ranks must agree on its type, not its
   /// index, since each rank may have a GPU of its own.
   at::DeviceType device_type = at::kCPU;

@@ -11,13 +11,13 @@ Work::Work() : state_(std::make_shared<detail::WorkState>()) {
 Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
 void Work::wait() const {
-  std::function<void(detail::WorkState&)> run_here;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (!state_->done) run_here = state_->run_here;
-  }
-  if (run_here) run_here(*state_);
   std::unique_lock<std::mutex> lock(state_->mutex);
+  if (!state_->done && state_->run_here) {
+    const auto run_here = state_->run_here;
+    lock.unlock();
+    run_here(*state_);
+    lock.lock();
+  }
   // No deadline here: every collective is bounded by the process group's own timeout.
   state_->done_changed.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);

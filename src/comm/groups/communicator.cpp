@@ -1,5 +1,7 @@
 #include "comm/groups/communicator.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -75,6 +77,15 @@ at::Tensor tensor_on_the_wire(const at::Tensor& tensor, bool as_sum) {
   return as_sum ? tensor.to(averaging_dtype(tensor.scalar_type())) : tensor;
 }
 
+// When a collective started, for the watchdog and error messages: the kernel's coarse clock
+// (it ticks every few ms, never ahead of steady_clock) costs a fraction of a precise
+// reading, which small collectives would feel.
+std::chrono::steady_clock::time_point coarse_now() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return std::chrono::steady_clock::time_point(std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec));
+}
+
 // What ranks exchange to find out how their calls differ.
 struct CallSummary {
   uint64_t fingerprint;
@@ -119,36 +130,8 @@ void Communicator::stop_worker() {
 
 // ---- collectives: check arguments on the caller's thread, then queue the work ----
 
-Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking) {
-  for (const auto& t : tensors) check_tensor(t, Collective::AllReduce);
-  check_one_device(tensors, Collective::AllReduce);
-  if (tensors.empty()) return Work();
-  Call call(Collective::AllReduce, tensors, op);
-  return submit_on(tensors, std::move(call), [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
-      const bool as_sum = sent_as_sum(transport, op, packed);
-      at::Tensor wire = tensor_on_the_wire(packed, as_sum);
-      transport.all_reduce(wire, op_on_the_wire(as_sum, op), tag);
-      if (as_sum) write_mean(wire, world_size_, packed);
-    });
-    return tensors;
-  }, blocking);
-}
-
-Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blocking) {
-  for (const auto& t : tensors) check_tensor(t, Collective::Broadcast);
-  check_root(root, world_size_, Collective::Broadcast);
-  check_one_device(tensors, Collective::Broadcast);
-  if (tensors.empty()) return Work();
-  Call call(Collective::Broadcast, tensors, ReduceOp::Sum, root);
-  return submit_on(tensors, std::move(call), [this, root](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) { transport.broadcast(packed, root, tag); });
-    return tensors;
-  }, blocking);
-}
-
-void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag,
-                                   const std::function<void(at::Tensor&, uint32_t)>& run) {
+template <typename Run>
+void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag, const Run& run) {
   if (tensors.size() == 1) {
     if (tensors[0].numel() > 0) run(tensors[0], tag);
     return;
@@ -167,6 +150,34 @@ void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t ta
   }
 }
 
+Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking) {
+  for (const auto& t : tensors) check_tensor(t, Collective::AllReduce);
+  check_one_device(tensors, Collective::AllReduce);
+  if (tensors.empty()) return Work();
+  Call call(Collective::AllReduce, tensors, op);
+  return submit_on(std::move(tensors), std::move(call), [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
+      const bool as_sum = sent_as_sum(transport, op, packed);
+      at::Tensor wire = tensor_on_the_wire(packed, as_sum);
+      transport.all_reduce(wire, op_on_the_wire(as_sum, op), tag);
+      if (as_sum) write_mean(wire, world_size_, packed);
+    });
+    return std::move(tensors);  // a task runs once: its tensors can move into the Work
+  }, blocking);
+}
+
+Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blocking) {
+  for (const auto& t : tensors) check_tensor(t, Collective::Broadcast);
+  check_root(root, world_size_, Collective::Broadcast);
+  check_one_device(tensors, Collective::Broadcast);
+  if (tensors.empty()) return Work();
+  Call call(Collective::Broadcast, tensors, ReduceOp::Sum, root);
+  return submit_on(std::move(tensors), std::move(call), [this, root](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) { transport.broadcast(packed, root, tag); });
+    return std::move(tensors);
+  }, blocking);
+}
+
 Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking) {
   check_tensor(tensor, Collective::Reduce);
   check_root(root, world_size_, Collective::Reduce);
@@ -178,7 +189,7 @@ Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blockin
     at::Tensor wire = tensor_on_the_wire(tensor, as_sum);
     transport.reduce(wire, root, op_on_the_wire(as_sum, op), c.tag());
     if (as_sum && rank_ == root) write_mean(wire, world_size_, tensor);
-    return tensors;
+    return std::move(tensors);
   }, blocking);
 }
 
@@ -222,7 +233,7 @@ at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
   const at::Tensor like = at::empty({0}, at::TensorOptions().dtype(dtype));
   check_tensor(like, Collective::EmptyShared);  // names an unsupported dtype
   Call call(Collective::EmptyShared, {like});
-  call.shapes[0] = sizes.vec();
+  call.shapes[0].assign(sizes.begin(), sizes.end());
   const std::vector<int64_t> shape = sizes.vec();
   return submit(std::move(call), [this, shape, dtype](const Call& c) {
     return std::vector<at::Tensor>{host_->empty_shared(shape, dtype, c.tag())};
@@ -272,9 +283,7 @@ Work Communicator::submit_in_turn(Call call, Body body, bool blocking, std::func
   Task task{std::move(call), std::move(body), state};
   if (timeline::detail::on()) task.queued_us = timeline::detail::now_us(timeline_rank_);
   if (blocking && queue_.empty() && !busy_) {
-    std::deque<Task> now;
-    now.push_back(std::move(task));
-    run_in_turn(lock, now);  // here: no thread hand-off for the common synchronous call
+    run_in_turn(lock, &task, 1);  // here: no thread hand-off for the common synchronous call
   } else {
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
     state->run_here = [this](detail::WorkState& waited) { run_queued_through(waited); };
@@ -289,7 +298,10 @@ Work Communicator::submit_in_turn(Call call, Body body, bool blocking, std::func
 Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking) {
   const auto device_call = begin_device_call(tensors, call.kind);
   if (!device_call) {
-    return submit(std::move(call), [this, tensors, body](const Call& c) mutable { return body(c, *host_, tensors); }, blocking);
+    return submit_in_turn(std::move(call), [this, tensors = std::move(tensors), body = std::move(body)](const Call& c) mutable {
+      check_same_call(c, *host_);
+      return body(c, *host_, tensors);
+    }, blocking, nullptr);
   }
   const auto found = devices_.find(call.device_type);
   DeviceTransport* device = found == devices_.end() ? nullptr : found->second.get();
@@ -303,10 +315,10 @@ Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorB
   }, blocking, [device_call] { device_call->order_current_stream(); });
 }
 
-void Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, std::deque<Task>& tasks) {
+void Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count) {
   busy_ = true;  // nothing else runs a collective meanwhile
   lock.unlock();
-  for (auto& task : tasks) execute(task);
+  for (size_t i = 0; i < count; ++i) execute(tasks[i]);
   lock.lock();
   busy_ = false;
   changed_.notify_all();
@@ -318,10 +330,10 @@ void Communicator::run_queued_through(detail::WorkState& waited) {
                                   [&](const Task& t) { return t.state.get() == &waited; });
   if (found == queue_.end() || busy_) return;  // running or done: wait for it as usual
   // Everything up to it, in order: collectives must run in the order they were called.
-  std::deque<Task> mine(std::make_move_iterator(queue_.begin()),
-                        std::make_move_iterator(std::next(found)));
+  std::vector<Task> mine(std::make_move_iterator(queue_.begin()),
+                         std::make_move_iterator(std::next(found)));
   queue_.erase(queue_.begin(), std::next(found));
-  run_in_turn(lock, mine);
+  run_in_turn(lock, mine.data(), mine.size());
 }
 
 void Communicator::worker_loop() {
@@ -329,10 +341,9 @@ void Communicator::worker_loop() {
   while (true) {
     changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
     if (stopping_) break;
-    std::deque<Task> next;
-    next.push_back(std::move(queue_.front()));
+    Task next = std::move(queue_.front());
     queue_.pop_front();
-    run_in_turn(lock, next);
+    run_in_turn(lock, &next, 1);
   }
   for (auto& task : queue_) {
     task.state->finish({}, std::make_exception_ptr(
@@ -342,7 +353,7 @@ void Communicator::worker_loop() {
 }
 
 void Communicator::execute(Task& task) {
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = coarse_now();
   const double started_us = timeline::detail::on() ? timeline::detail::now_us(timeline_rank_) : 0;
   {
     std::lock_guard<std::mutex> lock(running_mutex_);

@@ -76,10 +76,11 @@ ShmMeeting::ShmMeeting(void* memory, int rank, int size, std::vector<int> group_
   seats_[rank_].pid.store(getpid());
 }
 
-void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) {
+void ShmMeeting::meet(uint64_t phase, uint32_t tag, Deadline& deadline) {
   Seat& mine = seats_[rank_];
   mine.tags[phase & 1].store(tag, std::memory_order_relaxed);
-  mine.cpu.store(sched_getcpu() + 1, std::memory_order_relaxed);
+  const int here = sched_getcpu();
+  mine.cpu.store(here + 1, std::memory_order_relaxed);
   // seq_cst store then seq_cst load: either a sleeper sees this phase, or this sees it asleep.
   mine.phase.store(phase, std::memory_order_seq_cst);
   if (bell_->sleepers.load(std::memory_order_seq_cst) != 0) {
@@ -88,7 +89,7 @@ void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) 
   }
   if (!everyone_at(phase)) {
     const auto start = Clock::now();
-    const bool spin = !awaited_rank_shares_my_core(phase);
+    const bool spin = !awaited_rank_shares_core(here, phase);
     for (int i = 1;; ++i) {
       cpu_relax();
       if (everyone_at(phase)) break;
@@ -99,7 +100,7 @@ void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) 
         sched_yield();
         continue;
       }
-      sleep_until_everyone_at(phase, deadline);
+      sleep_until_everyone_at(phase, deadline.from(start));
       break;
     }
   }
@@ -108,13 +109,12 @@ void ShmMeeting::meet(uint64_t phase, uint32_t tag, Clock::time_point deadline) 
   }
 }
 
-bool ShmMeeting::awaited_rank_shares_my_core(uint64_t phase) const {
-  const int here = sched_getcpu();
+bool ShmMeeting::awaited_rank_shares_core(int here, uint64_t phase) const {
   if (here < 0) return false;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || seats_[r].phase.load(std::memory_order_acquire) >= phase) continue;
     const int there = seats_[r].cpu.load(std::memory_order_relaxed) - 1;
-    if (there >= 0 && (there == here || physical_core_of(there) == physical_core_of(here))) return true;
+    if (there >= 0 && same_physical_core(there, here)) return true;
   }
   return false;
 }

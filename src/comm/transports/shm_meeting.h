@@ -24,6 +24,26 @@ class ShmMeeting {
  public:
   using Clock = std::chrono::steady_clock;
 
+  /// The deadline of one call: its timeout from the moment one of its meetings first has to
+  /// wait. Most meetings of small calls find everyone there, and reading the clock for each
+  /// would be a measurable share of such a call.
+  class Deadline {
+   public:
+    explicit Deadline(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+    /// A new call: its clock starts at its first wait.
+    void restart() { started_ = false; }
+    /// The deadline, starting the call's clock at `now` if it has not started.
+    Clock::time_point from(Clock::time_point now) {
+      if (!started_) at_ = now + timeout_, started_ = true;
+      return at_;
+    }
+
+   private:
+    std::chrono::milliseconds timeout_;
+    bool started_ = false;
+    Clock::time_point at_;
+  };
+
   /// Why rank r will never come (e.g. "failed"), or "" while it may.
   using Absence = std::function<std::string(int r)>;
 
@@ -36,8 +56,8 @@ class ShmMeeting {
 
   /// Marks this rank as having reached `phase` in the call tagged `tag`, then waits until
   /// every rank has. Throws CallsDiffer when their tags differ, and Error naming the ranks
-  /// that died or did not come by `deadline`.
-  void meet(uint64_t phase, uint32_t tag, Clock::time_point deadline);
+  /// that died or did not come by the call's `deadline`.
+  void meet(uint64_t phase, uint32_t tag, Deadline& deadline);
 
  private:
   struct alignas(64) Seat {
@@ -54,8 +74,8 @@ class ShmMeeting {
   };
 
   bool everyone_at(uint64_t phase) const;
-  /// Whether a rank not yet at `phase` last ran on the physical core this one runs on.
-  bool awaited_rank_shares_my_core(uint64_t phase) const;
+  /// Whether a rank not yet at `phase` last ran on the physical core of CPU `here`.
+  bool awaited_rank_shares_core(int here, uint64_t phase) const;
   void sleep_until_everyone_at(uint64_t phase, Clock::time_point deadline);
   /// Throws naming the ranks not yet at `phase`: gone ones, or all of them after the deadline.
   void check_on_missing(uint64_t phase, bool deadline_passed) const;

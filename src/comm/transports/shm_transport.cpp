@@ -34,7 +34,7 @@ ShmTransport::ShmTransport(ShmSegment segment, int rank, int size,
       meeting_(segment_.data(), rank, size, std::move(group_ranks)),
       rank_(rank),
       size_(size),
-      timeout_(timeout),
+      deadline_(timeout),
       slots_(static_cast<char*>(segment_.data()) + round_up(ShmMeeting::bytes(size), kAlign)),
       inputs_(size) {
   start_call();
@@ -44,7 +44,7 @@ ShmTransport::ShmTransport(ShmSegment segment, int rank, int size,
 
 char* ShmTransport::slot(int r) const { return slots_ + (half_ * size_ + r) * kSlotBytes; }
 
-void ShmTransport::start_call() { deadline_ = ShmMeeting::Clock::now() + timeout_; }
+void ShmTransport::start_call() { deadline_.restart(); }
 
 void ShmTransport::meet(uint32_t tag) { meeting_.meet(++phase_, tag, deadline_); }
 

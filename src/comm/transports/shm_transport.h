@@ -76,11 +76,10 @@ class ShmTransport : public HostTransport {
   ShmMeeting meeting_;
   const int rank_;
   const int size_;
-  const std::chrono::milliseconds timeout_;
   char* slots_;
   uint64_t phase_ = 0;
   int half_ = 0;
-  ShmMeeting::Clock::time_point deadline_;
+  ShmMeeting::Deadline deadline_;
   std::vector<const void*> inputs_;  // one per rank, for the reduction kernels
   std::vector<std::weak_ptr<SharedBlock>> shared_blocks_;  // alive while their tensors are
 };

@@ -31,13 +31,13 @@ ThreadTransport::ThreadTransport(std::shared_ptr<ThreadMeetingPlace> place, int 
       meeting_(place_->meeting_memory(), rank, size, std::move(group_ranks), std::move(absence)),
       rank_(rank),
       size_(size),
-      timeout_(timeout),
+      deadline_(timeout),
       inputs_(size) {}
 
 void ThreadTransport::meet(uint32_t tag) { meeting_.meet(++phase_, tag, deadline_); }
 
 void ThreadTransport::publish(const void* data, uint32_t tag) {
-  deadline_ = ShmMeeting::Clock::now() + timeout_;
+  deadline_.restart();
   place_->published()[rank_] = static_cast<char*>(const_cast<void*>(data));
   meet(tag);
 }
@@ -97,7 +97,7 @@ void ThreadTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output
 }
 
 void ThreadTransport::barrier(uint32_t tag) {
-  deadline_ = ShmMeeting::Clock::now() + timeout_;
+  deadline_.restart();
   meet(tag);
 }
 

@@ -68,9 +68,8 @@ class ThreadTransport : public HostTransport {
   ShmMeeting meeting_;
   const int rank_;
   const int size_;
-  const std::chrono::milliseconds timeout_;
   uint64_t phase_ = 0;
-  ShmMeeting::Clock::time_point deadline_;
+  ShmMeeting::Deadline deadline_;
   std::vector<const void*> inputs_;  // one per rank, for the reduction kernels
 };
 

@@ -1,7 +1,9 @@
 #include "comm/world/cpu_topology.h"
 
 #include <sched.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -28,6 +30,20 @@ const std::string& physical_core_of(int cpu) {
   const std::string topology = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
   const std::string package = read_word(topology + "physical_package_id"), core = read_word(topology + "core_id");
   return known[cpu] = package.empty() || core.empty() ? "cpu" + std::to_string(cpu) : package + ":" + core;
+}
+
+bool same_physical_core(int a, int b) {
+  // Per CPU, the first CPU of its core: read once for all CPUs the system may bring online.
+  static const std::vector<int> first_of_core = [] {
+    const long count = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
+    std::vector<int> first(count);
+    std::unordered_map<std::string, int> seen;
+    for (int cpu = 0; cpu < count; ++cpu) first[cpu] = seen.emplace(physical_core_of(cpu), cpu).first->second;
+    return first;
+  }();
+  if (a == b) return true;
+  const int known = static_cast<int>(first_of_core.size());
+  return a >= 0 && b >= 0 && a < known && b < known && first_of_core[a] == first_of_core[b];
 }
 
 std::vector<int> allowed_cpus() {

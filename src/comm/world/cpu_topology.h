@@ -12,6 +12,11 @@ namespace lockstep {
 /// topology cannot be read (a CPU is then its own core).
 const std::string& physical_core_of(int cpu);
 
+/// Whether logical CPUs `a` and `b` are one physical core (the same CPU, or SMT siblings).
+/// Lock-free after its first call, which reads the topology of every CPU: waiting ranks ask
+/// it on every wait.
+bool same_physical_core(int a, int b);
+
 /// The CPUs this process may run on (its affinity mask), in increasing order.
 std::vector<int> allowed_cpus();
 
