@@ -235,11 +235,12 @@ void time_perceptron(const std::string& perceptron, int repeats) {
     };
     return (epochs(2) - epochs(1)) / (independent ? 10000 : 10000 / workers);
   };
-  std::vector<double> ones, twos, pairs;
+  std::vector<double> ones, twos, pairs, of_ceiling;
   for (int repeat = 0; repeat < repeats; ++repeat) {
     ones.push_back(seconds_per_step(1, false));
     twos.push_back(seconds_per_step(2, false));
     pairs.push_back(seconds_per_step(2, true));
+    of_ceiling.push_back(pairs.back() / twos.back());
   }
   const double one = median(ones), two = median(twos), pair = median(pairs);
   std::printf("\nperceptron example, time per step (one sample per worker, medians of %d): 1 worker %.0f µs, "
@@ -247,6 +248,11 @@ void time_perceptron(const std::string& perceptron, int repeats) {
   std::printf("an epoch on 2 workers takes %.2fx the time of one on 1 (speed-up %.2fx); the machine's ceiling, "
               "2 independent processes, is a speed-up of %.2fx; the speed-up is %.2f of the ceiling\n", two / 2 / one,
               2 * one / two, 2 * one / pair, pair / two);
+  // The same within each repeat, where the VM's drifts between repeats cancel.
+  std::printf("the speed-up as a share of the ceiling, median of the %d repeats' own: %.2f (repeats:", repeats,
+              median(of_ceiling));
+  for (double r : of_ceiling) std::printf(" %.2f", r);
+  std::printf(")\n");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <sstream>
 
 #include <ATen/ATen.h>
@@ -9,6 +10,7 @@
 // and what lets backward() return with every gradient reduced, no finish call to forget.
 #include <torch/csrc/autograd/engine.h>
 
+#include "comm/transports/reduce_kernels.h"
 #include "ddp/bucket_assigner.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
@@ -50,6 +52,33 @@ namespace {
 at::ScalarType bucket_dtype(const at::Tensor& parameter) {
   const at::ScalarType dtype = parameter.scalar_type();
   return dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+}
+
+// Gradients that are contiguous float32 or float64 CPU tensors of the bucket's dtype move
+// in and out of it with memcpy and the comm layer's element-wise sum: the same bits as
+// copy_ and add_out, without the dispatch that costs more than the bytes for the small
+// gradients of latency-bound models (two of them per parameter per step; issue 24).
+bool plain_cpu(const at::Tensor& t, at::ScalarType dtype) {
+  return t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == dtype &&
+         (dtype == at::kFloat || dtype == at::kDouble) && t.is_contiguous();
+}
+
+void copy_into(at::Tensor& to, const at::Tensor& from) {
+  if (!plain_cpu(to, from.scalar_type()) || !plain_cpu(from, from.scalar_type())) {
+    to.copy_(from);
+    return;
+  }
+  std::memcpy(to.data_ptr(), from.data_ptr(), from.nbytes());
+  to.unsafeGetTensorImpl()->bump_version();  // as copy_ would: autograd sees the write
+}
+
+void sum_into(at::Tensor& to, const at::Tensor& a, const at::Tensor& b) {
+  const at::ScalarType dtype = to.scalar_type();
+  if (!plain_cpu(to, dtype) || !plain_cpu(a, dtype) || !plain_cpu(b, dtype)) {
+    at::add_out(to, a, b);
+    return;
+  }
+  reduce_function(dtype, ReduceOp::Sum)(to.data_ptr(), a.data_ptr(), b.data_ptr(), to.numel());
 }
 
 }  // namespace
@@ -96,9 +125,9 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   // which is what grad() will hold (more than this pass's gradient after no_sync()).
   const at::Tensor& so_far = parameters_[index].grad();
   if (so_far.defined()) {
-    at::add_out(view, so_far, grad);
+    sum_into(view, so_far, grad);
   } else {
-    view.copy_(grad);
+    copy_into(view, grad);
   }
   ready_[index] = 1;
   if (!rebuilt_) arrival_order_.push_back(index);
@@ -188,7 +217,7 @@ void GradientReducer::finish_backward() {
       if (used.defined() && used.data_ptr<int>()[i] == 0) continue;
       at::Tensor& grad = parameters_[i].mutable_grad();
       if (grad.defined()) {
-        grad.copy_(bucket.views[slot]);
+        copy_into(grad, bucket.views[slot]);
       } else {
         grad = bucket.views[slot].to(parameters_[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
       }

@@ -64,6 +64,18 @@ TEST(Binding, CorePinsEachWorkerToADistinctCpuInsideTheLaunchersMask) {
   EXPECT_EQ(worker_cpus({}, {"-n", "2"}), cpus) << "--bind core is the default";
 }
 
+// The check a waiting rank makes on every wait agrees with the topology as /sys names it.
+TEST(Binding, SamePhysicalCoreAgreesWithTheTopologyForEveryPairOfCpus) {
+  const auto cpus = allowed_cpus();
+  for (int a : cpus) {
+    for (int b : cpus) {
+      EXPECT_EQ(same_physical_core(a, b), physical_core_of(a) == physical_core_of(b)) << "CPUs " << a << " and " << b;
+    }
+  }
+  EXPECT_TRUE(same_physical_core(cpus.front(), cpus.front()));
+  EXPECT_FALSE(same_physical_core(cpus.front(), -1)) << "an unknown CPU shares no core";
+}
+
 TEST(Binding, NoneLeavesEachWorkerTheLaunchersMask) {
   const std::string mine = cpu_list_text(allowed_cpus());
   for (const auto& [rank, list] : worker_cpus({}, {"-n", "2", "--bind", "none"})) EXPECT_EQ(list, mine) << "rank " << rank;
