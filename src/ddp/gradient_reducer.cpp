@@ -10,7 +10,6 @@
 // and what lets backward() return with every gradient reduced, no finish call to forget.
 #include <torch/csrc/autograd/engine.h>
 
-#include "comm/transports/reduce_kernels.h"
 #include "ddp/bucket_assigner.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
@@ -55,30 +54,59 @@ at::ScalarType bucket_dtype(const at::Tensor& parameter) {
 }
 
 // Gradients that are contiguous float32 or float64 CPU tensors of the bucket's dtype move
-// in and out of it with memcpy and the comm layer's element-wise sum: the same bits as
-// copy_ and add_out, without the dispatch that costs more than the bytes for the small
-// gradients of latency-bound models (two of them per parameter per step; issue 24).
+// in and out of it in plain loops: the same bits as add_out, copy_ and mul_, without the
+// dispatch that costs more than the bytes for the small gradients of latency-bound models
+// (three calls per parameter per step; issue 24).
 bool plain_cpu(const at::Tensor& t, at::ScalarType dtype) {
   return t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == dtype &&
          (dtype == at::kFloat || dtype == at::kDouble) && t.is_contiguous();
 }
 
-void copy_into(at::Tensor& to, const at::Tensor& from) {
-  if (!plain_cpu(to, from.scalar_type()) || !plain_cpu(from, from.scalar_type())) {
-    to.copy_(from);
-    return;
+// out = (a + b) * scale, or a * scale without b, element by element.
+template <typename T>
+void sum_and_scale(at::Tensor& out, const at::Tensor& a, const at::Tensor* b, double scale) {
+  T* o = out.data_ptr<T>();
+  const T* x = a.data_ptr<T>();
+  const T* y = b != nullptr ? b->data_ptr<T>() : nullptr;
+  const T s = static_cast<T>(scale);  // as mul_ applies a double to a float tensor
+  const int64_t n = out.numel();
+  if (y != nullptr) {
+    for (int64_t i = 0; i < n; ++i) o[i] = (x[i] + y[i]) * s;
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] * s;
   }
-  std::memcpy(to.data_ptr(), from.data_ptr(), from.nbytes());
-  to.unsafeGetTensorImpl()->bump_version();  // as copy_ would: autograd sees the write
 }
 
-void sum_into(at::Tensor& to, const at::Tensor& a, const at::Tensor& b) {
-  const at::ScalarType dtype = to.scalar_type();
-  if (!plain_cpu(to, dtype) || !plain_cpu(a, dtype) || !plain_cpu(b, dtype)) {
-    at::add_out(to, a, b);
+// Into a bucket's view: (so_far + grad) * scale, or grad * scale while grad() is undefined.
+void bucket_gradient(at::Tensor& view, const at::Tensor& so_far, const at::Tensor& grad, double scale) {
+  const at::ScalarType dtype = view.scalar_type();
+  const bool plain = plain_cpu(view, dtype) && plain_cpu(grad, dtype) && (!so_far.defined() || plain_cpu(so_far, dtype));
+  if (!plain) {
+    if (so_far.defined()) {
+      at::add_out(view, so_far, grad);
+    } else {
+      view.copy_(grad);
+    }
+    if (scale != 1.0) view.mul_(scale);
     return;
   }
-  reduce_function(dtype, ReduceOp::Sum)(to.data_ptr(), a.data_ptr(), b.data_ptr(), to.numel());
+  const at::Tensor* second = so_far.defined() ? &grad : nullptr;
+  const at::Tensor& first = so_far.defined() ? so_far : grad;
+  if (dtype == at::kFloat) {
+    sum_and_scale<float>(view, first, second, scale);
+  } else {
+    sum_and_scale<double>(view, first, second, scale);
+  }
+}
+
+// grad() = the reduced view.
+void write_gradient(at::Tensor& grad, const at::Tensor& view) {
+  if (!plain_cpu(grad, view.scalar_type()) || !plain_cpu(view, view.scalar_type())) {
+    grad.copy_(view);
+    return;
+  }
+  std::memcpy(grad.data_ptr(), view.data_ptr(), view.nbytes());
+  grad.unsafeGetTensorImpl()->bump_version();  // as copy_ would: autograd sees the write
 }
 
 }  // namespace
@@ -124,11 +152,7 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   // The hook sees the gradient before autograd adds it to grad(); the bucket gets the sum,
   // which is what grad() will hold (more than this pass's gradient after no_sync()).
   const at::Tensor& so_far = parameters_[index].grad();
-  if (so_far.defined()) {
-    sum_into(view, so_far, grad);
-  } else {
-    copy_into(view, grad);
-  }
+  bucket_gradient(view, so_far, grad, options_.scale);
   ready_[index] = 1;
   if (!rebuilt_) arrival_order_.push_back(index);
   if (--bucket.pending == 0) launch_ready_buckets();
@@ -150,9 +174,6 @@ void GradientReducer::launch_ready_buckets() {
   // Strictly in bucket order: every rank must issue the same collectives in the same order.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_to_launch_];
-    // Scaled once per bucket, not per gradient: the same product for every element, and
-    // one call instead of one per parameter, which is what small models' steps are made of.
-    if (options_.scale != 1.0) bucket.buffer.mul_(options_.scale);
     GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group,
                     next_to_launch_ + 1 == buckets_.size()};
     if (timeline::detail::on()) bucket.launched_us = timeline::detail::now_us(timeline_rank_);
@@ -217,7 +238,7 @@ void GradientReducer::finish_backward() {
       if (used.defined() && used.data_ptr<int>()[i] == 0) continue;
       at::Tensor& grad = parameters_[i].mutable_grad();
       if (grad.defined()) {
-        copy_into(grad, bucket.views[slot]);
+        write_gradient(grad, bucket.views[slot]);
       } else {
         grad = bucket.views[slot].to(parameters_[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
       }

@@ -10,8 +10,8 @@
 
 namespace lockstep {
 
-/// The engine of DistributedDataParallel: hooks on every parameter copy its gradient into a
-/// bucket; a bucket whose gradients are all in is scaled and handed to the comm hook at
+/// The engine of DistributedDataParallel: hooks on every parameter copy its gradient,
+/// scaled, into a bucket; a bucket whose gradients are all in is handed to the comm hook at
 /// once (in bucket order, the same on every rank), so that its reduction overlaps the rest
 /// of backward; at the end of backward the reduced buckets are written back into grad().
 class GradientReducer {
@@ -19,7 +19,7 @@ class GradientReducer {
   struct Options {
     int64_t first_bucket_bytes;
     int64_t bucket_bytes;
-    double scale;  // applied to each bucket before it is reduced
+    double scale;  // applied to each gradient as it enters its bucket
     bool find_unused_parameters;
     int root;  // whose observed gradient order the buckets are rebuilt in
     ProcessGroup group;

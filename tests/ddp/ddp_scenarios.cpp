@@ -263,6 +263,80 @@ void scaling() {
   }
 }
 
+// What a bucket holds when it is handed to the comm hook, bit for bit: this rank's
+// gradients, accumulated and scaled as libtorch's copy_, add_out and mul_ compute them, for
+// float32 and float64 models: in a backward where grad() is undefined, and after a no_sync()
+// one, where grad() holds that pass's gradient. One bucket, laid out as ddp.buckets() says.
+void bucket_contents() {
+  const int rank = lockstep::rank(), world = lockstep::world_size();
+  const double scale = 1.0 / world;
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    std::shared_ptr<torch::nn::Module> model, plain;
+    lockstep::with_replica_generator([&] {
+      torch::manual_seed(7);
+      model = make_model("mlp");
+      torch::manual_seed(7);
+      plain = make_model("mlp");
+    });
+    model->to(dtype);
+    plain->to(dtype);
+    std::vector<Tensor> seen;
+    const auto recording = [&seen](lockstep::GradBucket& bucket) {
+      seen.push_back(bucket.buffer.clone());
+      return lockstep::allreduce_hook()(bucket);
+    };
+    lockstep::DistributedDataParallel ddp(
+        model, lockstep::DDPOptions().bucket_cap_mb(64).first_bucket_cap_mb(64).comm_hook(recording));
+    // This rank's gradient of pass `pass` alone, per parameter, from the plain model.
+    const auto gradients = [&](int pass) {
+      const Tensor x = torch::full({2, 8}, 0.25 * (rank + 1) + pass, torch::TensorOptions().dtype(dtype).device(device));
+      for (auto& p : plain->parameters()) p.mutable_grad() = Tensor();
+      plain->as<torch::nn::Sequential>()->forward(x).pow(2).sum().backward();
+      std::vector<Tensor> g;
+      for (const auto& p : plain->parameters()) g.push_back(p.grad().clone());
+      return std::make_pair(x, g);
+    };
+    // The bucket as libtorch's ops would fill it, in ddp.buckets()'s order.
+    const auto expected = [&](const std::vector<Tensor>* so_far, const std::vector<Tensor>& grad) {
+      std::vector<Tensor> parts;
+      const auto buckets = ddp.buckets();
+      for (size_t i : buckets.at(0)) {
+        Tensor into = torch::empty_like(grad[i]);
+        if (so_far != nullptr) {
+          at::add_out(into, (*so_far)[i], grad[i]);
+        } else {
+          into.copy_(grad[i]);
+        }
+        parts.push_back(into.mul_(scale).flatten());
+      }
+      return torch::cat(parts);
+    };
+    const auto check = [&](const Tensor& want, const std::string& when) {
+      if (seen.size() != 1 || !torch::equal(seen[0], want)) {
+        std::cout << "rank " << rank << ": the " << c10::toString(dtype) << " bucket " << when
+                  << " differs from the bits of libtorch's ops" << std::endl;
+        ++failures;
+      }
+      seen.clear();
+    };
+    const auto [x0, g0] = gradients(0);
+    const Tensor want0 = expected(nullptr, g0);
+    model->as<torch::nn::Sequential>()->forward(x0).pow(2).sum().backward();
+    check(want0, "of a first backward");
+
+    for (auto& p : model->parameters()) p.mutable_grad() = Tensor();
+    const auto [x1, g1] = gradients(1);
+    {
+      auto guard = ddp.no_sync();
+      model->as<torch::nn::Sequential>()->forward(x1).pow(2).sum().backward();
+    }
+    const auto [x2, g2] = gradients(2);
+    const Tensor want2 = expected(&g1, g2);
+    model->as<torch::nn::Sequential>()->forward(x2).pow(2).sum().backward();
+    check(want2, "after no_sync()");
+  }
+}
+
 // float16 and bfloat16 parameters whose gradients overflow when summed: Avg gives their
 // mean, rounded once from float32 buckets (exactly rounded where the float32 arithmetic is
 // exact, on 2 ranks; within one unit in the last place otherwise).
@@ -385,6 +459,8 @@ int run_ddp_scenario(const std::string& scenario, const std::string& out_dir, co
     compression();
   } else if (scenario == "overlap") {
     overlap();
+  } else if (scenario == "bucket-contents") {
+    bucket_contents();
   } else if (scenario == "16-bit-means") {
     sixteen_bit_means();
   } else if (scenario == "different-models") {

@@ -33,6 +33,8 @@ TEST(DistributedDataParallel, MatchesOneProcessOnSubGroups) { expect_every_rank_
 
 TEST(DistributedDataParallel, GradientsAveragedSummedOrScaled) { expect_every_rank_ok(3, "scaling"); }
 
+TEST(DistributedDataParallel, BucketsHoldTheBitsOfLibtorchsOwnOps) { expect_every_rank_ok(3, "bucket-contents"); }
+
 TEST(DistributedDataParallel, CompressedBucketsTrainWithinTolerance) { expect_every_rank_ok(2, "compression"); }
 
 TEST(DistributedDataParallel, BucketsLaunchBeforeBackwardEnds) { expect_every_rank_ok(2, "overlap"); }
