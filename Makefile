@@ -43,6 +43,7 @@ test-tsan: deps
 bench: build
 	./scripts/install-deps.sh --bench
 	$(BUILD)/bench/allreduce
+	$(BUILD)/bench/launcher_latency
 	$(BUILD)/bench/data_loader
 	$(BUILD)/bench/ddp_cnn
 	$(BUILD)/bench/recovery
