@@ -95,8 +95,8 @@ class Communicator {
   void execute(Task& task);
   void record_in_timeline(const Task& task, double started_us, const std::exception_ptr& error) const;
   void run_queued_through(detail::WorkState& state);
-  /// Runs `tasks` on this thread as the one collective runner; `lock` holds mutex_.
-  /// Runs `count` tasks, in order, as the one runner of collectives.
+  /// Runs `count` tasks, in order, on this thread as the one collective runner; `lock`
+  /// holds mutex_.
   void run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
   void mark_failed(const std::string& what);
   /// Throws MismatchError before `moving` moves any data, where ranks' calls differ and
@@ -110,7 +110,7 @@ class Communicator {
   void worker_loop();
   /// Runs `run` on each tensor, or, for several, on one packed buffer per dtype (tags
   /// counting up from `tag`), copying the results back.
-  /// (A template, defined and used in communicator.cpp only: no std::function to allocate.)
+  /// A template, defined and used in communicator.cpp only: no std::function to allocate.
   template <typename Run>
   void for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag, const Run& run);
 

@@ -34,7 +34,10 @@ class ShmMeeting {
     void restart() { started_ = false; }
     /// The deadline, starting the call's clock at `now` if it has not started.
     Clock::time_point from(Clock::time_point now) {
-      if (!started_) at_ = now + timeout_, started_ = true;
+      if (!started_) {
+        at_ = now + timeout_;
+        started_ = true;
+      }
       return at_;
     }
 
