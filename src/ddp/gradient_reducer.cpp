@@ -160,6 +160,7 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
 
 void GradientReducer::begin_backward() {
   in_backward_ = true;
+  waiting_ = false;  // also after a backward that threw
   std::fill(ready_.begin(), ready_.end(), 0);
   for (auto& bucket : buckets_) {
     bucket.pending = bucket.members.size();
@@ -174,11 +175,22 @@ void GradientReducer::launch_ready_buckets() {
   // Strictly in bucket order: every rank must issue the same collectives in the same order.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& bucket = buckets_[next_to_launch_];
-    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group,
-                    next_to_launch_ + 1 == buckets_.size()};
+    const bool last = next_to_launch_ + 1 == buckets_.size();
+    if (last) start_gradient_wait();
+    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group, last};
     if (timeline::detail::on()) bucket.launched_us = timeline::detail::now_us(timeline_rank_);
     bucket.reduced = options_.comm_hook(view);
     ++next_to_launch_;
+  }
+}
+
+void GradientReducer::start_gradient_wait() {
+  waiting_ = true;
+  waiting_since_ = std::chrono::steady_clock::now();
+  recording_wait_ = timeline::detail::on();
+  if (recording_wait_) {
+    timeline::detail::record(timeline_rank_, timeline::detail::Track::training, 'B', "gradient wait",
+                             timeline::detail::now_us(timeline_rank_));
   }
 }
 
@@ -219,9 +231,8 @@ void GradientReducer::finish_backward() {
     all_reduce_async(used, ReduceOp::Max, options_.group).wait();
   }
   namespace tl = timeline::detail;
-  const bool recording = tl::on();
-  const auto waiting_since = std::chrono::steady_clock::now();
-  if (recording) tl::record(timeline_rank_, tl::Track::training, 'B', "gradient wait", tl::now_us(timeline_rank_));
+  if (!waiting_) start_gradient_wait();  // no bucket at all
+  const bool recording = recording_wait_;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
     const at::Tensor reduced = bucket.reduced();
@@ -244,7 +255,8 @@ void GradientReducer::finish_backward() {
       }
     }
   }
-  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since).count();
+  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
+  waiting_ = false;
   if (recording) tl::record(timeline_rank_, tl::Track::training, 'E', "gradient wait", tl::now_us(timeline_rank_));
   if (!rebuilt_) rebuild_buckets_in_arrival_order();
   if (options_.after_backward) options_.after_backward();

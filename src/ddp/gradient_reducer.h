@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ class GradientReducer {
   void finish_backward();
   void fill_missing_gradients();
   void launch_ready_buckets();
+  /// Backward has nothing left to compute, only reductions to wait for: from the launch of
+  /// the last bucket, whose hook may reduce it on the spot.
+  void start_gradient_wait();
   void rebuild_buckets_in_arrival_order();
   void rebuild_buckets(const std::vector<int64_t>& order);
 
@@ -74,6 +78,9 @@ class GradientReducer {
 
   int timeline_rank_ = -1;
   double last_wait_seconds_ = 0;  // this rank's row in the timeline: its rank in the default group
+  bool waiting_ = false;            // start_gradient_wait() was called in this backward
+  bool recording_wait_ = false;     // ... and put the wait's start in the timeline
+  std::chrono::steady_clock::time_point waiting_since_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> location_;  // parameter -> (bucket, slot)
   std::vector<char> ready_;                           // per parameter, in this backward
