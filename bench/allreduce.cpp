@@ -40,10 +40,12 @@
 #include "comm/world/world.h"
 #include "lockstep/lockstep.h"
 #include "median.h"
+#include "run_world.h"
 
 namespace {
 
 using lockstep::bench::median;
+using lockstep::bench::run_command;
 
 using Clock = std::chrono::steady_clock;
 using Variant = std::function<void()>;
@@ -195,22 +197,6 @@ int gloo_pair(const std::string& out_path, int rank, const std::string& dir) {
   return 0;
 }
 
-int run(std::vector<std::string> argv, const std::map<std::string, std::string>& env = {}) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::perror(args[0]);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
-
 // Per size: each variant's seconds and ratio, as measure() wrote them.
 std::map<size_t, std::vector<double>> read_results(const std::string& path) {
   std::map<size_t, std::vector<double>> rows;
@@ -278,13 +264,13 @@ int parent(const std::string& self) {
   const std::string dir = mkdtemp(pattern);
   const std::map<std::string, std::string> root_ok = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
                                                       {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
-  if (run({"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", self, "mpi", dir + "/mpi.txt", dir},
+  if (run_command({"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", self, "mpi", dir + "/mpi.txt", dir},
           root_ok) != 0) {
     return 1;
   }
   const pid_t second = fork();
-  if (second == 0) _exit(run({self, "gloo", dir + "/gloo.txt", "1", dir}));
-  const int first = run({self, "gloo", dir + "/gloo.txt", "0", dir});
+  if (second == 0) _exit(run_command({self, "gloo", dir + "/gloo.txt", "1", dir}));
+  const int first = run_command({self, "gloo", dir + "/gloo.txt", "0", dir});
   int status = 0;
   waitpid(second, &status, 0);
   if (first != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;

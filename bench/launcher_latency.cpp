@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,14 +24,18 @@
 
 #include "lockstep/lockstep.h"
 #include "median.h"
+#include "run_world.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using lockstep::bench::median;
+using lockstep::bench::run_command;
 
 constexpr int kFloats = 1024;  // 4 KB
+const std::map<std::string, std::string> kRootMayRunMpi = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                                           {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
 constexpr int kWarmup = 2000, kWindows = 31, kCallsPerWindow = 1000, kPairs = 9;
 
 // Median µs per call over windows of `call()`, as rank 0 writes it to `out`.
@@ -64,22 +69,6 @@ int through_lockstep(const std::string& out) {
   return 0;
 }
 
-int run(const std::vector<std::string>& argv) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
-
 double read_micros(const std::string& path) {
   double micros = 0;
   std::ifstream(path) >> micros;
@@ -103,12 +92,12 @@ int main(int argc, char** argv) {
   const std::string out = (fs::temp_directory_path() / ("lockstep-latency-" + std::to_string(getpid()))).string();
   std::vector<double> mpi, ours;
   auto under_mpirun = [&] {
-    if (run({"mpirun", "-n", "2", self.string(), "mpi", out}) != 0) std::exit(1);
+    if (run_command({"mpirun", "-n", "2", self.string(), "mpi", out}, kRootMayRunMpi) != 0) std::exit(1);
     mpi.push_back(read_micros(out));
     return mpi.back();
   };
   auto under_lockstep_run = [&] {
-    if (run({launcher, "run", "-n", "2", "--", self.string(), "lockstep", out}) != 0) std::exit(1);
+    if (run_command({launcher, "run", "-n", "2", "--", self.string(), "lockstep", out}) != 0) std::exit(1);
     ours.push_back(read_micros(out));
     return ours.back();
   };

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -70,5 +71,22 @@ inline std::string run_world(int n, const std::vector<std::string>& argv, bool i
   return text;
 }
 
+/// Runs `argv` (its program looked up in PATH) with `env` added to this process's
+/// environment, and returns its exit code.
+inline int run_command(std::vector<std::string> argv, const std::map<std::string, std::string>& env = {}) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::perror(args[0]);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
 
 }  // namespace lockstep::bench

@@ -30,9 +30,9 @@ struct TrainJob {
   std::string schedule = "cosine";
   int64_t warmup_steps = 100;
   double clip_grad_norm = 0;  // 0: off
-  int zero = 0;
+  int zero = 0;  // ZeRO stage: 1 shards the optimizer state across the workers
   bool timeline = false;  // RUN/timeline.json
-  std::string bind;  // core, none, or "": core when there are enough cores, else none  // ZeRO stage: 1 shards the optimizer state across the workers
+  std::string bind;  // core, none, or "": core when there are enough cores, else none
   double bucket_cap_mb = 25;  // DistributedDataParallel's bucket size
   bool scale_lr = false;
   bool augment = false;  // random crops and flips of small images (large ones are always cropped)

@@ -62,18 +62,18 @@ bool plain_cpu(const at::Tensor& t, at::ScalarType dtype) {
          (dtype == at::kFloat || dtype == at::kDouble) && t.is_contiguous();
 }
 
-// out = (a + b) * scale, or a * scale without b, element by element.
+// out = (so_far + grad) * scale, or grad * scale while so_far is undefined.
 template <typename T>
-void sum_and_scale(at::Tensor& out, const at::Tensor& a, const at::Tensor* b, double scale) {
+void sum_and_scale(at::Tensor& out, const at::Tensor& so_far, const at::Tensor& grad, double scale) {
   T* o = out.data_ptr<T>();
-  const T* x = a.data_ptr<T>();
-  const T* y = b != nullptr ? b->data_ptr<T>() : nullptr;
+  const T* g = grad.data_ptr<T>();
   const T s = static_cast<T>(scale);  // as mul_ applies a double to a float tensor
   const int64_t n = out.numel();
-  if (y != nullptr) {
-    for (int64_t i = 0; i < n; ++i) o[i] = (x[i] + y[i]) * s;
+  if (so_far.defined()) {
+    const T* a = so_far.data_ptr<T>();
+    for (int64_t i = 0; i < n; ++i) o[i] = (a[i] + g[i]) * s;
   } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = x[i] * s;
+    for (int64_t i = 0; i < n; ++i) o[i] = g[i] * s;
   }
 }
 
@@ -88,14 +88,10 @@ void bucket_gradient(at::Tensor& view, const at::Tensor& so_far, const at::Tenso
       view.copy_(grad);
     }
     if (scale != 1.0) view.mul_(scale);
-    return;
-  }
-  const at::Tensor* second = so_far.defined() ? &grad : nullptr;
-  const at::Tensor& first = so_far.defined() ? so_far : grad;
-  if (dtype == at::kFloat) {
-    sum_and_scale<float>(view, first, second, scale);
+  } else if (dtype == at::kFloat) {
+    sum_and_scale<float>(view, so_far, grad, scale);
   } else {
-    sum_and_scale<double>(view, first, second, scale);
+    sum_and_scale<double>(view, so_far, grad, scale);
   }
 }
 
