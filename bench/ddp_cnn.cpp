@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ namespace {
 using lockstep::bench::median;
 using lockstep::bench::median_paired_ratio;
 using lockstep::bench::run_world;
+using lockstep::bench::run_world_line_times;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -227,13 +229,14 @@ double seconds_to_first_step() {
 // The perceptron example per step on 1 and 2 workers and as 2 independent processes (the
 // machine's ceiling), medians of `repeats`; prints the speed-ups.
 void time_perceptron(const std::string& perceptron, int repeats) {
-  // Per step: the difference between 2 epochs and 1, so start-up does not count. Two
-  // independent processes on all the samples each show what this machine gives two workers.
+  // Per step: from the end of the first epoch to the end of the last, as rank 0 prints
+  // them, so that start-up does not count. Two independent processes on all the samples
+  // each show what this machine gives two workers.
   auto seconds_per_step = [&](int workers, bool independent) {
-    auto epochs = [&](int n) {
-      return timed_seconds([&] { run_world(workers, {perceptron, "--epochs", std::to_string(n)}, independent); });
-    };
-    return (epochs(2) - epochs(1)) / (independent ? 10000 : 10000 / workers);
+    constexpr int kEpochs = 4;
+    const auto ends = run_world_line_times(workers, {perceptron, "--epochs", std::to_string(kEpochs)}, independent);
+    if (ends.size() != kEpochs) throw std::runtime_error(perceptron + " printed " + std::to_string(ends.size()) + " epochs, not 4");
+    return (ends.back() - ends.front()) / ((kEpochs - 1) * (independent ? 10000 : 10000 / workers));
   };
   std::vector<double> ones, twos, pairs, of_ceiling;
   for (int repeat = 0; repeat < repeats; ++repeat) {

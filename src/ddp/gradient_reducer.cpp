@@ -26,6 +26,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
   timeline_rank_ = options_.group.ranks().at(options_.group.rank());
   location_.resize(parameters_.size());
   ready_.assign(parameters_.size(), 0);
+  set_aside_.resize(parameters_.size());
   build_buckets(trained_);
   for (size_t i : trained_) {
     hook_handles_.push_back(parameters_[i].register_hook([this, i](const at::Tensor& grad) {
@@ -147,8 +148,11 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   at::Tensor& view = bucket.views[slot];
   // The hook sees the gradient before autograd adds it to grad(); the bucket gets the sum,
   // which is what grad() will hold (more than this pass's gradient after no_sync()).
-  const at::Tensor& so_far = parameters_[index].grad();
+  at::Tensor& so_far = parameters_[index].mutable_grad();
   bucket_gradient(view, so_far, grad, options_.scale);
+  // Autograd's add into grad() would be overwritten unread: a dispatched add per parameter
+  // and step, a few percent of a latency-bound step.
+  if (so_far.defined()) set_aside_[index] = std::move(so_far);
   ready_[index] = 1;
   if (!rebuilt_) arrival_order_.push_back(index);
   if (--bucket.pending == 0) launch_ready_buckets();
@@ -157,6 +161,9 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
 void GradientReducer::begin_backward() {
   in_backward_ = true;
   waiting_ = false;  // also after a backward that threw
+  for (size_t i : trained_) {  // a throwing finish_backward leaves some set aside
+    if (set_aside_[i].defined()) parameters_[i].mutable_grad() = std::move(set_aside_[i]);
+  }
   std::fill(ready_.begin(), ready_.end(), 0);
   for (auto& bucket : buckets_) {
     bucket.pending = bucket.members.size();
@@ -244,6 +251,7 @@ void GradientReducer::finish_backward() {
       const size_t i = bucket.members[slot];
       if (used.defined() && used.data_ptr<int>()[i] == 0) continue;
       at::Tensor& grad = parameters_[i].mutable_grad();
+      if (set_aside_[i].defined()) grad = std::move(set_aside_[i]);
       if (grad.defined()) {
         write_gradient(grad, bucket.views[slot]);
       } else {

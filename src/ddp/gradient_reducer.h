@@ -83,6 +83,10 @@ class GradientReducer {
   std::chrono::steady_clock::time_point waiting_since_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> location_;  // parameter -> (bucket, slot)
+  // Per parameter, its grad() while backward runs: autograd, finding grad() undefined, then
+  // moves the new gradient in rather than adding it (the bucket has the sum already);
+  // finish_backward writes the reduced gradient into the user's tensor and puts it back.
+  std::vector<at::Tensor> set_aside_;
   std::vector<char> ready_;                           // per parameter, in this backward
   std::vector<size_t> arrival_order_;
   std::vector<int64_t> learned_order_;  // the root's arrival order, once rebuilt

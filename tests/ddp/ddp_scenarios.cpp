@@ -265,8 +265,9 @@ void scaling() {
 
 // What a bucket holds when it is handed to the comm hook, bit for bit: this rank's
 // gradients, accumulated and scaled as libtorch's copy_, add_out and mul_ compute them, for
-// float32 and float64 models: in a backward where grad() is undefined, and after a no_sync()
-// one, where grad() holds that pass's gradient. One bucket, laid out as ddp.buckets() says.
+// float32 and float64 models: in a backward where grad() is undefined, after a no_sync()
+// one, where grad() holds that pass's gradient, and with grad() zeroed, where it must still
+// be the same tensor afterwards. One bucket, laid out as ddp.buckets() says.
 void bucket_contents() {
   const int rank = lockstep::rank(), world = lockstep::world_size();
   const double scale = 1.0 / world;
@@ -334,6 +335,37 @@ void bucket_contents() {
     const Tensor want2 = expected(&g1, g2);
     model->as<torch::nn::Sequential>()->forward(x2).pow(2).sum().backward();
     check(want2, "after no_sync()");
+
+    // grad() zeroed in place going in, as libtorch 1.x's zero_grad() leaves it: the bucket
+    // holds the sum, and afterwards grad() is the very tensor it was, holding the reduced
+    // gradient: the sum of every rank's bucket.
+    std::vector<Tensor> before, zeros;
+    for (auto& p : model->parameters()) {
+      before.push_back(p.mutable_grad().zero_());
+      zeros.push_back(torch::zeros_like(p));
+    }
+    const auto [x3, g3] = gradients(3);
+    const Tensor want3 = expected(&zeros, g3);
+    model->as<torch::nn::Sequential>()->forward(x3).pow(2).sum().backward();
+    check(want3, "with grad() zeroed");
+    std::vector<Tensor> reduced(before.size());
+    const auto buckets = ddp.buckets();
+    for (size_t slot = 0; slot < buckets.at(0).size(); ++slot) {
+      const size_t i = buckets[0][slot];
+      const Tensor& grad = model->parameters()[i].grad();
+      if (!grad.is_same(before[i]) || grad.data_ptr() != before[i].data_ptr()) {
+        std::cout << "rank " << rank << ": grad() of parameter " << i << " is not the tensor it was before backward"
+                  << std::endl;
+        ++failures;
+      }
+      reduced[slot] = grad.flatten();
+    }
+    const Tensor sum = torch::stack(lockstep::all_gather(want3)).sum(0);
+    if (!torch::allclose(torch::cat(reduced), sum)) {
+      std::cout << "rank " << rank << ": the " << c10::toString(dtype)
+                << " grad() after backward is not the sum of every rank's bucket" << std::endl;
+      ++failures;
+    }
   }
 }
 
