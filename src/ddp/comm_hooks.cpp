@@ -1,5 +1,7 @@
 #include "lockstep/ddp/comm_hook.h"
 
+#include <optional>
+
 #include <ATen/ATen.h>
 
 #include "lockstep/comm/collectives.h"
@@ -7,22 +9,22 @@
 namespace lockstep {
 namespace {
 
-// Starts summing `tensor` across the bucket's group; the last bucket is summed right here,
-// since its future is waited for at once.
-Work sum_across(const GradBucket& bucket, at::Tensor tensor) {
+// Sums `tensor` across the bucket's group: the last bucket right here, since its future is
+// waited for at once (nothing to wait for then), the others in the background.
+std::optional<Work> sum_across(const GradBucket& bucket, at::Tensor tensor) {
   if (!bucket.last) return all_reduce_async(tensor, ReduceOp::Sum, bucket.group);
   all_reduce(tensor, ReduceOp::Sum, bucket.group);
-  return Work();
+  return std::nullopt;
 }
 
 // Sums a copy of the bucket in `wire_dtype`, then writes it back: fewer bytes on the wire.
 CommHook compressing_hook(at::ScalarType wire_dtype) {
   return [wire_dtype](GradBucket& bucket) -> ReducedBucket {
     at::Tensor compressed = bucket.buffer.to(wire_dtype);
-    Work work = sum_across(bucket, compressed);
+    std::optional<Work> work = sum_across(bucket, compressed);
     at::Tensor buffer = bucket.buffer;
     return [work, compressed, buffer]() mutable {
-      work.wait();
+      if (work) work->wait();
       buffer.copy_(compressed);
       return buffer;
     };
@@ -33,9 +35,10 @@ CommHook compressing_hook(at::ScalarType wire_dtype) {
 
 CommHook allreduce_hook() {
   return [](GradBucket& bucket) -> ReducedBucket {
-    Work work = sum_across(bucket, bucket.buffer);
     at::Tensor buffer = bucket.buffer;
-    return [work, buffer] {
+    std::optional<Work> work = sum_across(bucket, buffer);
+    if (!work) return [buffer] { return buffer; };  // small enough for std::function to hold inline
+    return [work = *work, buffer] {
       work.wait();
       return buffer;
     };

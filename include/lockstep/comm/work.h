@@ -15,8 +15,11 @@ struct WorkState;
 /// until wait() returns; errors of the collective are thrown from wait().
 class Work {
  public:
-  Work();  // an already completed, empty piece of work
+  Work() = default;  // an already completed, empty piece of work
   explicit Work(std::shared_ptr<detail::WorkState> state);
+  /// Work already completed with these outputs: what a blocking collective returns, with
+  /// no state shared with another thread.
+  static Work completed(std::vector<at::Tensor> outputs);
 
   /// Waits for the host's part of the collective. For CUDA tensors the device's part may
   /// still run: the waiting thread's current stream is ordered after it (docs/GPU.md), as
@@ -29,7 +32,8 @@ class Work {
   std::vector<at::Tensor> result() const;
 
  private:
-  std::shared_ptr<detail::WorkState> state_;
+  std::shared_ptr<detail::WorkState> state_;  // null when completed from the start
+  std::vector<at::Tensor> outputs_;           // the outputs then
 };
 
 }  // namespace lockstep

@@ -257,17 +257,14 @@ Work Communicator::barrier(bool blocking) {
 
 // ---- ordering and execution ----
 
-Work Communicator::submit(Call call, Body body, bool blocking) {
+Work Communicator::submit(Call&& call, Body body, bool blocking) {
   return submit_in_turn(std::move(call), [this, body = std::move(body)](const Call& c) {
     check_same_call(c, *host_);
     return body(c);
   }, blocking, nullptr);
 }
 
-Work Communicator::submit_in_turn(Call call, Body body, bool blocking, std::function<void()> after_done) {
-  auto state = std::make_shared<detail::WorkState>();
-  state->after_done = std::move(after_done);
-  Work work(state);
+Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (closed_) {
     throw Error("lockstep: cannot run " + to_string(call.kind) + ": lockstep::shutdown() ended "
@@ -280,22 +277,30 @@ Work Communicator::submit_in_turn(Call call, Body body, bool blocking, std::func
   }
   if (stopping_) throw Error("lockstep: the process group is shutting down");
   call.seq = next_seq_++;
-  Task task{std::move(call), std::move(body), state};
-  if (timeline::detail::on()) task.queued_us = timeline::detail::now_us(timeline_rank_);
+  const double queued_us = timeline::detail::on() ? timeline::detail::now_us(timeline_rank_) : 0;
   if (blocking && queue_.empty() && !busy_) {
-    run_in_turn(lock, &task, 1);  // here: no thread hand-off for the common synchronous call
-  } else {
-    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
-    state->run_here = [this](detail::WorkState& waited) { run_queued_through(waited); };
-    queue_.push_back(std::move(task));
-    changed_.notify_all();
+    // Here: no thread hand-off for the common synchronous call, and no state for another
+    // thread to wait on.
+    Task task{std::move(call), std::move(body), nullptr, queued_us};
+    Outcome outcome = run_in_turn(lock, &task, 1);
+    lock.unlock();
+    if (outcome.error) std::rethrow_exception(outcome.error);
+    if (after_done) after_done();
+    return Work::completed(std::move(outcome.outputs));
   }
+  auto state = std::make_shared<detail::WorkState>();
+  state->after_done = std::move(after_done);
+  state->run_here = [this](detail::WorkState& waited) { run_queued_through(waited); };
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  queue_.push_back(Task{std::move(call), std::move(body), state, queued_us});
+  changed_.notify_all();
   lock.unlock();
+  Work work(state);
   if (blocking) work.wait();
   return work;
 }
 
-Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking) {
+Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call&& call, TensorBody body, bool blocking) {
   const auto device_call = begin_device_call(tensors, call.kind);
   if (!device_call) {
     return submit_in_turn(std::move(call), [this, tensors = std::move(tensors), body = std::move(body)](const Call& c) mutable {
@@ -315,13 +320,18 @@ Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call call, TensorB
   }, blocking, [device_call] { device_call->order_current_stream(); });
 }
 
-void Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count) {
+Communicator::Outcome Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count) {
   busy_ = true;  // nothing else runs a collective meanwhile
   lock.unlock();
-  for (size_t i = 0; i < count; ++i) execute(tasks[i]);
+  Outcome last;
+  for (size_t i = 0; i < count; ++i) {
+    last = execute(tasks[i]);
+    if (tasks[i].state) tasks[i].state->finish(std::move(last.outputs), last.error);
+  }
   lock.lock();
   busy_ = false;
   changed_.notify_all();
+  return last;
 }
 
 void Communicator::run_queued_through(detail::WorkState& waited) {
@@ -352,7 +362,7 @@ void Communicator::worker_loop() {
   queue_.clear();
 }
 
-void Communicator::execute(Task& task) {
+Communicator::Outcome Communicator::execute(Task& task) {
   const auto started = coarse_now();
   const double started_us = timeline::detail::on() ? timeline::detail::now_us(timeline_rank_) : 0;
   {
@@ -360,11 +370,11 @@ void Communicator::execute(Task& task) {
     running_call_ = &task.call;
     running_since_ = started;
   }
-  std::vector<at::Tensor> outputs;
-  std::exception_ptr error;
+  Outcome outcome;
+  std::exception_ptr& error = outcome.error;
   try {
     at::NoGradGuard no_grad;  // collectives write into parameters and are not differentiated
-    outputs = task.body(task.call);
+    outcome.outputs = task.body(task.call);
   } catch (const MismatchError&) {
     error = std::current_exception();  // found before any data moved: the group stays usable
   } catch (const CallsDiffer&) {
@@ -386,7 +396,7 @@ void Communicator::execute(Task& task) {
     running_call_ = nullptr;
   }
   if (started_us > 0 && timeline::detail::on()) record_in_timeline(task, started_us, error);
-  task.state->finish(std::move(outputs), error);
+  return outcome;
 }
 
 void Communicator::record_in_timeline(const Task& task, double started_us, const std::exception_ptr& error) const {

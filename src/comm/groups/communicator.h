@@ -82,22 +82,29 @@ class Communicator {
   struct Task {
     Call call;
     Body body;
-    std::shared_ptr<detail::WorkState> state;
+    std::shared_ptr<detail::WorkState> state;  // null for a blocking call run on the spot
     double queued_us = 0;  // when it was called, for the timeline
   };
 
+  /// What running a task gave: its outputs, or its error.
+  struct Outcome {
+    std::vector<at::Tensor> outputs;
+    std::exception_ptr error;
+  };
+
   /// A call on the host transport alone.
-  Work submit(Call call, Body body, bool blocking);
+  Work submit(Call&& call, Body body, bool blocking);
   /// `after_done` runs on the thread that waits for the work, once it succeeded.
-  Work submit_in_turn(Call call, Body body, bool blocking, std::function<void()> after_done);
+  Work submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done);
   /// submit() for a collective on `tensors`, which may be on a device (comm/transports/device_call.h).
-  Work submit_on(std::vector<at::Tensor> tensors, Call call, TensorBody body, bool blocking);
-  void execute(Task& task);
+  Work submit_on(std::vector<at::Tensor> tensors, Call&& call, TensorBody body, bool blocking);
+  Outcome execute(Task& task);
   void record_in_timeline(const Task& task, double started_us, const std::exception_ptr& error) const;
   void run_queued_through(detail::WorkState& state);
-  /// Runs `count` tasks, in order, on this thread as the one collective runner; `lock`
+  /// Runs `count` tasks, in order, on this thread as the one collective runner, each
+  /// finishing its work's state, or with none, returning the last one's outcome; `lock`
   /// holds mutex_.
-  void run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
+  Outcome run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
   void mark_failed(const std::string& what);
   /// Throws MismatchError before `moving` moves any data, where ranks' calls differ and
   /// this group compares them (in debug mode, or where the host transport must).
