@@ -13,7 +13,10 @@
 //   is what a synchronisation costing nothing would reach of the ceiling.
 // - on one CPU, also taking turns every 2 steps through a shared flag (the pattern that
 //   two ranks waiting for each other settle into there): the time per pair of steps against
-//   two independent processes' shows what switching between two processes costs.
+//   two independent processes' shows what switching between two processes costs. Once as
+//   fresh programs, and once forked from this one after libtorch started, so that its
+//   state is shared copy-on-write: the difference is the cost of each process bringing
+//   its own copy of that state back into the caches.
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -76,9 +79,12 @@ Pass train(int me, Turn* turn) {
   return pass;
 }
 
-// Runs train() in 2 fresh processes at once (this program, exec'd: nothing of libtorch's
-// state shared, as between a launcher's workers); returns each one's second pass.
-std::vector<Pass> run_pair(bool turns) {
+int worker(int me, const std::string& out, const char* turn_file);
+
+// Runs train() in 2 processes at once and returns each one's second pass. `fresh`: this
+// program exec'd again, nothing of libtorch's state shared, as between a launcher's
+// workers; else forked from this process.
+std::vector<Pass> run_pair(bool turns, bool fresh = true) {
   const std::string self = std::filesystem::canonical("/proc/self/exe");
   const std::string dir = std::filesystem::temp_directory_path() / ("lockstep-sync-floor-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -89,6 +95,7 @@ std::vector<Pass> run_pair(bool turns) {
     const pid_t pid = fork();
     if (pid == 0) {
       const std::string out = dir + "/" + std::to_string(r);
+      if (!fresh) _exit(worker(r, out, turns ? turn_file.c_str() : nullptr));
       execl(self.c_str(), self.c_str(), "worker", std::to_string(r).c_str(), out.c_str(), turns ? turn_file.c_str() : nullptr,
             nullptr);
       _exit(127);
@@ -139,28 +146,36 @@ int main(int argc, char** argv) {
   sched_getaffinity(0, sizeof allowed, &allowed);
   const bool one_cpu = CPU_COUNT(&allowed) == 1;
 
-  std::vector<double> floors, turn_shares;
+  if (one_cpu) torch::ones({1}).add_(1);  // libtorch started: forked workers share its state
+  std::vector<double> floors, turn_shares, forked_turn_shares;
   for (int repeat = 0; repeat < kRepeats; ++repeat) {
     const auto independent = run_pair(false);
+    if (one_cpu) {
+      // Both processes share the CPU: a pass's wall time is kSteps pairs of steps (and a
+      // step's own time includes the other's, so no floor comes from them).
+      const double apart = independent[0].seconds, turns = run_pair(true)[0].seconds;
+      const double forked_turns = run_pair(true, /*fresh=*/false)[0].seconds;
+      turn_shares.push_back(apart / turns);
+      forked_turn_shares.push_back(apart / forked_turns);
+      std::printf("on one CPU, µs per pair of steps: independent %.1f, taking turns every %d steps %.1f, "
+                  "the same forked %.1f\n", apart / kSteps * 1e6, kTurnEvery, turns / kSteps * 1e6,
+                  forked_turns / kSteps * 1e6);
+      continue;
+    }
     std::vector<double> slower(kSteps);
     for (int i = 0; i < kSteps; ++i) slower[i] = std::max(independent[0].steps[i], independent[1].steps[i]);
     const double alone = (mean(independent[0].steps) + mean(independent[1].steps)) / 2;
     floors.push_back(alone / mean(slower));
     std::printf("independent: mean step %.1f and %.1f µs; the slower of each pair of steps %.1f µs\n",
                 mean(independent[0].steps), mean(independent[1].steps), mean(slower));
-    if (one_cpu) {
-      // Both processes share the CPU: a pass's wall time is kSteps pairs of steps.
-      const double apart = independent[0].seconds, turns = run_pair(true)[0].seconds;
-      turn_shares.push_back(apart / turns);
-      std::printf("on one CPU, µs per pair of steps: independent %.1f, taking turns every %d steps %.1f\n",
-                  apart / kSteps * 1e6, kTurnEvery, turns / kSteps * 1e6);
-    }
   }
-  std::printf("\nstepping in lockstep with no cost of its own reaches %.2f of the ceiling (median of %d runs)\n",
-              lockstep::bench::median(floors), kRepeats);
   if (one_cpu) {
-    std::printf("two processes taking turns on one CPU every %d steps, no communication: %.2f of the ceiling "
-                "(median of %d runs)\n", kTurnEvery, lockstep::bench::median(turn_shares), kRepeats);
+    std::printf("\ntwo processes taking turns on one CPU every %d steps, no communication: %.2f of the ceiling as "
+                "fresh programs, %.2f forked (medians of %d runs)\n", kTurnEvery,
+                lockstep::bench::median(turn_shares), lockstep::bench::median(forked_turn_shares), kRepeats);
+  } else {
+    std::printf("\nstepping in lockstep with no cost of its own reaches %.2f of the ceiling (median of %d runs)\n",
+                lockstep::bench::median(floors), kRepeats);
   }
   return 0;
 }
