@@ -46,6 +46,7 @@ bench: build
 	$(BUILD)/bench/launcher_latency
 	$(BUILD)/bench/data_loader
 	$(BUILD)/bench/ddp_cnn
+	$(BUILD)/bench/sync_floor
 	$(BUILD)/bench/recovery
 
 clean:

@@ -11,9 +11,10 @@
 // - independently, recording every step's time. A pair in lockstep steps at the pace of
 //   the slower of its two steps, so the mean of the per-step maximum against the mean step
 //   is what a synchronisation costing nothing would reach of the ceiling.
-// - on one CPU, also taking turns every 2 steps through a shared flag (the pattern that
-//   two ranks waiting for each other settle into there): the time per pair of steps against
-//   two independent processes' shows what switching between two processes costs. Once as
+// - on one CPU, where a step's time includes the other process's, instead taking turns
+//   every 2 steps through a shared flag (the pattern that two ranks waiting for each other
+//   settle into there): the time per pair of steps against two independent processes'
+//   shows what switching between two processes costs. Once as
 //   fresh programs, and once forked from this one after libtorch started, so that its
 //   state is shared copy-on-write: the difference is the cost of each process bringing
 //   its own copy of that state back into the caches.
