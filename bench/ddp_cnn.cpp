@@ -235,7 +235,7 @@ void time_perceptron(const std::string& perceptron, int repeats) {
   auto seconds_per_step = [&](int workers, bool independent) {
     constexpr int kEpochs = 4;
     const auto ends = run_world_line_times(workers, {perceptron, "--epochs", std::to_string(kEpochs)}, independent);
-    if (ends.size() != kEpochs) throw std::runtime_error(perceptron + " printed " + std::to_string(ends.size()) + " epochs, not 4");
+    if (ends.size() != kEpochs) throw std::runtime_error(perceptron + " printed " + std::to_string(ends.size()) + " epoch ends, not " + std::to_string(kEpochs));
     return (ends.back() - ends.front()) / ((kEpochs - 1) * (independent ? 10000 : 10000 / workers));
   };
   std::vector<double> ones, twos, pairs, of_ceiling;
