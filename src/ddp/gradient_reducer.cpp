@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <sstream>
 
 #include <ATen/ATen.h>
@@ -161,9 +162,6 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
 void GradientReducer::begin_backward() {
   in_backward_ = true;
   waiting_ = false;  // also after a backward that threw
-  for (size_t i : trained_) {  // a throwing finish_backward leaves some set aside
-    if (set_aside_[i].defined()) parameters_[i].mutable_grad() = std::move(set_aside_[i]);
-  }
   std::fill(ready_.begin(), ready_.end(), 0);
   for (auto& bucket : buckets_) {
     bucket.pending = bucket.members.size();
@@ -221,10 +219,20 @@ void GradientReducer::fill_missing_gradients() {
 }
 
 void GradientReducer::finish_backward() {
+  // Ends this backward however it leaves; when it throws, the user's grad() tensors not yet
+  // written come back as they were.
   struct EndOfBackward {
-    bool& flag;
-    ~EndOfBackward() { flag = false; }
-  } end_of_backward{in_backward_};
+    GradientReducer& reducer;
+    const int exceptions = std::uncaught_exceptions();
+    ~EndOfBackward() {
+      reducer.in_backward_ = false;
+      if (std::uncaught_exceptions() == exceptions) return;
+      for (size_t i : reducer.trained_) {
+        at::Tensor& aside = reducer.set_aside_[i];
+        if (aside.defined()) reducer.parameters_[i].mutable_grad() = std::move(aside);
+      }
+    }
+  } end_of_backward{*this};
   at::Tensor used;
   if (options_.find_unused_parameters) {
     used = at::tensor(std::vector<int>(ready_.begin(), ready_.end()), at::kInt);

@@ -76,8 +76,8 @@ class GradientReducer {
   std::vector<size_t> trained_;  // indices of parameters that need gradients
   std::vector<unsigned> hook_handles_;
 
-  int timeline_rank_ = -1;
-  double last_wait_seconds_ = 0;  // this rank's row in the timeline: its rank in the default group
+  int timeline_rank_ = -1;  // this rank's row in the timeline: its rank in the default group
+  double last_wait_seconds_ = 0;
   bool waiting_ = false;            // start_gradient_wait() was called in this backward
   bool recording_wait_ = false;     // ... and put the wait's start in the timeline
   std::chrono::steady_clock::time_point waiting_since_;
