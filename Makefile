@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: deps test-deps configure build run test test-tsan cuda-syntax bench clean
+.PHONY: deps test-deps configure build run test test-tsan test-debian13 cuda-syntax bench clean
 
 deps:
 	./scripts/install-deps.sh
@@ -39,6 +39,11 @@ test-tsan: deps
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  ctest --test-dir $(BUILD)-tsan -R 'Replicas' --output-on-failure -j $(JOBS)
+
+# The suite against Debian 13's libtorch 2.6, in a Debian 13 root made (once per machine)
+# with debootstrap: as root or with sudo.
+test-debian13: test-deps
+	./scripts/debian13-suite.sh
 
 bench: build
 	./scripts/install-deps.sh --bench

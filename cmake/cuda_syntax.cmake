@@ -12,7 +12,7 @@ if(CUDAToolkit_FOUND)
     "$<TARGET_PROPERTY:torch,INTERFACE_INCLUDE_DIRECTORIES>"
     ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src ${CUDAToolkit_INCLUDE_DIRS})
   add_custom_target(cuda_syntax
-    COMMAND ${CMAKE_CXX_COMPILER} -std=c++17 -fsyntax-only -Wall -DC10_CUDA_NO_CMAKE_CONFIGURE_FILE
+    COMMAND ${CMAKE_CXX_COMPILER} -std=c++${CMAKE_CXX_STANDARD} -fsyntax-only -Wall -DC10_CUDA_NO_CMAKE_CONFIGURE_FILE
             "-I$<JOIN:${cuda_syntax_includes},;-I>" ${LOCKSTEP_CUDA_SOURCES} ${LOCKSTEP_NCCL_SOURCES}
     COMMAND ${CMAKE_COMMAND} -E echo "cuda-syntax: the CUDA sources compile"
     COMMAND_EXPAND_LISTS VERBATIM)

@@ -1,14 +1,10 @@
 include(CMakePackageConfigHelpers)
 
-# Installed, liblockstep still finds the NCCL it was linked against: a torch wheel's folder
-# is on no loader path (in the build tree, CMake's build RPATH names it). The tool and
-# users' programs reach NCCL only through liblockstep, so its RUNPATH is the one needed.
-if(LOCKSTEP_NCCL)
-  get_filename_component(nccl_lib_dir "${NCCL_LIBRARY}" DIRECTORY)
-  if(NOT nccl_lib_dir IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
-    set_property(TARGET lockstep APPEND PROPERTY INSTALL_RPATH "${nccl_lib_dir}")
-  endif()
-endif()
+# Installed, the library and the tool still find a libtorch that is on no loader path
+# (pytorch.org's archive, a wheel's torch/lib with its NCCL and CUDA libraries): every folder
+# outside the system's that they were linked from is in their RUNPATH. In the build tree,
+# CMake's build RPATH does the same.
+set_target_properties(lockstep lockstep_cli PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
 install(TARGETS lockstep EXPORT lockstepTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

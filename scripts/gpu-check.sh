@@ -13,8 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# What CMake finds besides torch, and the shared libraries those need at run time (Debian
-# 12's, whose glibc 2.36 is older than a current GPU image's).
+# What CMake finds besides torch (libcurl's among them, for shards over HTTP), the shared
+# libraries those need at run time (Debian 12's, whose glibc 2.36 is older than a current GPU
+# image's), and Fashion-MNIST for the GPU training test.
 packages=(
   libgloo-dev libgloo0 libhiredis-dev libhiredis0.14 libibverbs-dev libibverbs1 libnl-3-200 libnl-route-3-200
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7
@@ -22,6 +23,9 @@ packages=(
   libtomlplusplus-dev libtomlplusplus3 libcli11-dev nlohmann-json3-dev libturbojpeg0-dev libturbojpeg0
   libjpeg62-turbo-dev libjpeg62-turbo
   zlib1g-dev zlib1g libgtest-dev
+  libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0
+  libsasl2-2 libsasl2-modules-db libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1
+  dataset-fashion-mnist
 )
 
 if [ "${1:-}" = "--fetch" ]; then
@@ -50,6 +54,8 @@ grep -rlZ '"/usr/' "$prefix/usr/share/cmake" "$multiarch/cmake" | xargs -0 -r se
 export LD_LIBRARY_PATH="$multiarch:$prefix/usr/lib:$multiarch/openmpi/lib:${LD_LIBRARY_PATH:-}"
 export PATH="$prefix/usr/bin:$PATH"
 export OPAL_PREFIX="$prefix/usr"  # Open MPI finds its own files under the prefix it was unpacked to
+# The GPU training test and benchmark read Fashion-MNIST from the unpacked package.
+export LOCKSTEP_DATA_PATH_FASHION_MNIST="$prefix/usr/share/datasets/fashion-mnist"
 torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 

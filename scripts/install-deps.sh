@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lockstep builds and tests with; skips what is present.
+# The names are the same in Debian 12 (libtorch 1.13) and Debian 13 (libtorch 2.6); each is
+# named even where another package pulls it in on one release (libjpeg62-turbo-dev comes with
+# Debian 12's libtorch-dev, not with Debian 13's).
 # With --test, also what the tests use besides (Python's torch, to make TorchScript models
 # and read exported weights; a real Slurm, which tests/cluster starts in network namespaces;
-# nginx and openssl, which the data tests start to serve shards over HTTP and HTTPS);
+# nginx and openssl, which the data tests start to serve shards over HTTP and HTTPS; iproute2,
+# whose `ip netns` makes the tests' hosts; git, which lists the files of a clean checkout;
+# debootstrap, which makes the Debian 13 root of the libtorch 2.6 suite);
 # with --bench, what the benchmarks compare against (PyTorch's
 # Python DDP).
 set -euo pipefail
@@ -11,11 +16,11 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libgloo-dev libopenmpi-dev openmpi-bin
   libgtest-dev googletest libcli11-dev
-  libtomlplusplus-dev libturbojpeg0-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev
+  libtomlplusplus-dev libturbojpeg0-dev libjpeg62-turbo-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev
   libcurl4-openssl-dev
 )
 case "${1:-}" in
-  --test) packages+=(python3-torch slurm-wlm munge nginx openssl) ;;
+  --test) packages+=(python3-torch slurm-wlm munge nginx openssl iproute2 git debootstrap) ;;
   --bench) packages+=(python3-torch) ;;
 esac
 

@@ -1,17 +1,16 @@
 #include "export_command.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include <torch/script.h>
-#include <torch/serialize.h>
 
 #include "lockstep/error.h"
 #include "lockstep/ddp/scripted_module.h"
 #include "lockstep/train/checkpoint.h"
+#include "torch_save_format.h"
 #include "train_job.h"
 
 namespace lockstep::tools {
@@ -54,15 +53,8 @@ void write_atomically(const std::string& out, Write write) {
 
 // Python's state_dict() layout: a dict of names to tensors, in torch.save's format.
 void export_state_dict(const std::string& checkpoint, const std::string& out) {
-  c10::Dict<std::string, at::Tensor> weights;
-  for (const auto& [name, tensor] : train::load_state_dict(checkpoint)) weights.insert(name, tensor);
-  const std::vector<char> bytes = torch::pickle_save(weights);
-  write_atomically(out, [&](const std::string& path) {
-    std::ofstream file(path, std::ios::binary);
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    file.close();
-    if (!file) throw Error("cannot write " + path);
-  });
+  const auto weights = train::load_state_dict(checkpoint);
+  write_atomically(out, [&](const std::string& path) { save_for_torch_load(weights, path); });
 }
 
 void export_scripted(const std::string& scripted_file, const std::string& checkpoint, const std::string& out) {

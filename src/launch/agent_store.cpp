@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm/world/quiet_c10d.h"
+#include "comm/world/tcp_store_options.h"
 #include "lockstep/error.h"
 
 namespace lockstep::launch {
@@ -15,11 +16,7 @@ constexpr std::chrono::seconds kSelfConnectTimeout{30};
 }  // namespace
 
 AgentStore::AgentStore(const std::string& host, int port) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(port);
-  options.isServer = true;
-  options.waitWorkers = false;
-  options.timeout = kSelfConnectTimeout;
+  c10d::TCPStoreOptions options = tcp_store_options(port, /*is_server=*/true, kSelfConnectTimeout);
   try {
     QuietC10dLogs quiet;
     store_ = std::make_unique<c10d::TCPStore>(host, options);

@@ -6,6 +6,8 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/world/tcp_store_options.h"
+
 #include "lockstep/error.h"
 #include "support/env_lookup.h"
 
@@ -22,11 +24,9 @@ std::string claim_error(c10d::Store& store, const std::string& job) {
 }
 
 TEST(JobIdentity, AStoreRefusesAnotherJobAndKeepsItsOwn) {
-  c10d::TCPStoreOptions options;
-  options.port = 0;  // a free one
-  options.isServer = true;
-  options.waitWorkers = false;
-  c10d::TCPStore store("127.0.0.1", options);
+  // Port 0: a free one.
+  c10d::TCPStore store("127.0.0.1",
+                       tcp_store_options(0, /*is_server=*/true, std::chrono::seconds(30)));
 
   EXPECT_EQ(claim_error(store, "4241"), "no error");
   EXPECT_EQ(claim_error(store, "4241"), "no error");  // every rank of the job claims it

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "lockstep/error.h"
 #include "launch/mpirun_command.h"
 

@@ -23,6 +23,8 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/world/tcp_store_options.h"
+
 namespace {
 
 const char* kReportedVariables[] = {
@@ -49,11 +51,9 @@ void print_environment() {
 }
 
 void check_store() {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(std::stoi(variable("MASTER_PORT")));
-  options.isServer = false;
-  options.timeout = std::chrono::seconds(20);
-  c10d::TCPStore store(variable("MASTER_ADDR"), options);
+  int port = std::stoi(variable("MASTER_PORT"));
+  c10d::TCPStore store(variable("MASTER_ADDR"),
+                       lockstep::tcp_store_options(port, /*is_server=*/false, std::chrono::seconds(20)));
 
   int world_size = std::stoi(variable("WORLD_SIZE"));
   std::string mine = "hello from " + std::to_string(rank());

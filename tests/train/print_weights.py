@@ -5,7 +5,8 @@ import sys
 import torch
 
 kind, path = sys.argv[1], sys.argv[2]
-weights = torch.jit.load(path).state_dict() if kind == "script" else torch.load(path)
+# weights_only=True: what a plain torch.load does from PyTorch 2.6 on, asked of 1.13 too.
+weights = torch.jit.load(path).state_dict() if kind == "script" else torch.load(path, weights_only=True)
 for name, tensor in weights.items():
     t = tensor.contiguous()
     shape = "x".join(str(size) for size in t.shape)

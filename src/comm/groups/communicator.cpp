@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "comm/calls/averaging.h"
 #include "comm/transports/device_call.h"
@@ -373,7 +374,7 @@ Communicator::Outcome Communicator::execute(Task& task) {
   Outcome outcome;
   std::exception_ptr& error = outcome.error;
   try {
-    at::NoGradGuard no_grad;  // collectives write into parameters and are not differentiated
+    c10::NoGradGuard no_grad;  // collectives write into parameters and are not differentiated
     outcome.outputs = task.body(task.call);
   } catch (const MismatchError&) {
     error = std::current_exception();  // found before any data moved: the group stays usable

@@ -2,15 +2,13 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/world/tcp_store_options.h"
+
 namespace lockstep {
 
 Heartbeat::Heartbeat(const std::string& host, int port, std::string key) : key_(std::move(key)) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
-  options.isServer = false;
-  options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(10);
-  store_ = std::make_unique<c10d::TCPStore>(host, options);
+  store_ = std::make_unique<c10d::TCPStore>(
+      host, tcp_store_options(port, /*is_server=*/false, std::chrono::seconds(10)));
   store_->add(key_, 1);  // the first beat before init() returns
   thread_ = std::thread([this] { beat(); });
 }

@@ -28,6 +28,7 @@
 #include "comm/world/job_identity.h"
 #include "comm/world/quiet_c10d.h"
 #include "comm/world/tcp_probe.h"
+#include "comm/world/tcp_store_options.h"
 #include "lockstep/error.h"
 
 namespace lockstep {
@@ -92,11 +93,8 @@ std::string tcp_store_name(const WorldSpec& spec) {
 }
 
 StorePtr open_tcp_store(const WorldSpec& spec) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(spec.master_port);
-  options.isServer = spec.rank == 0 && !spec.store_hosted_by_launcher;
-  options.waitWorkers = false;
-  options.timeout = spec.timeout;
+  c10d::TCPStoreOptions options = tcp_store_options(
+      spec.master_port, /*is_server=*/spec.rank == 0 && !spec.store_hosted_by_launcher, spec.timeout);
   if (options.isServer) {
     check_port_free(spec.master_port);
   } else {

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Prints the path of a Debian 13 (trixie) root holding everything lockstep builds and tests
+# with (libtorch 2.6 among them), making it first when this machine has none: debootstrap
+# from Debian's archive, then scripts/install-deps.sh --test inside it. The root is kept in
+# a cache folder keyed by this script and the package list, so later runs on the same
+# machine reuse it and a change to either makes a new one; a fresh machine makes it anew.
+#
+#   LOCKSTEP_CACHE   the cache folder (default ~/.cache/lockstep)
+#   DEBIAN_MIRROR    the archive to debootstrap from (default http://deb.debian.org/debian)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${LOCKSTEP_CACHE:-$HOME/.cache/lockstep}
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+key=$(cat "$0" "$here/install-deps.sh" | sha256sum | cut -c1-12)
+root=$cache/debian13-$key
+
+if [ -f "$root/.complete" ]; then
+  echo "$root"
+  exit 0
+fi
+[ "$(id -u)" -eq 0 ] || { echo "debian13-root: debootstrap and chroot need root; run as root or with sudo" >&2; exit 1; }
+command -v debootstrap > /dev/null || {
+  echo "debian13-root: debootstrap is missing: apt-get install debootstrap" >&2; exit 1; }
+
+# Older roots of this cache are stale: their key no longer matches.
+mkdir -p "$cache"
+rm -rf "$cache"/debian13-*.partial
+# A root with something still mounted in it (a suite killed before it could unmount) is left
+# alone: removing it would reach through its bind mounts.
+for old in "$cache"/debian13-*; do
+  [ -d "$old" ] && [ "$old" != "$root" ] || continue
+  if grep -qF " $old/" /proc/mounts; then
+    echo "debian13-root: $old still has mounts; not removed" >&2
+  else
+    rm -rf --one-file-system "$old"
+  fi
+done
+
+partial=$root.partial
+echo "debian13-root: making $root (debootstrap trixie from $mirror)" >&2
+debootstrap --variant=minbase trixie "$partial" "$mirror" > "$cache/debootstrap.log" 2>&1 || {
+  tail -20 "$cache/debootstrap.log" >&2; exit 1; }
+mkdir -p "$partial/tmp/lockstep-deps"
+cp "$here/install-deps.sh" "$partial/tmp/lockstep-deps/"
+# Packages install into the root without starting their services there (nginx, munge).
+printf '#!/bin/sh\nexit 101\n' > "$partial/usr/sbin/policy-rc.d"
+chmod +x "$partial/usr/sbin/policy-rc.d"
+mount -t proc proc "$partial/proc"
+trap 'umount "$partial/proc"' EXIT
+chroot "$partial" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+  /tmp/lockstep-deps/install-deps.sh --test >&2
+rm -rf "$partial/tmp/lockstep-deps" "$partial"/var/cache/apt/archives/*.deb
+umount "$partial/proc"
+trap - EXIT
+mv "$partial" "$root"
+touch "$root/.complete"
+echo "$root"
