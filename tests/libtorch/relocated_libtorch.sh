@@ -18,13 +18,16 @@ mkdir -p "$copy/lib" "$copy/include" "$copy/share/cmake"
 # CMake files, and the CMake files of Torch and what it finds beside it (Caffe2, ATen).
 runtime_package=$(dpkg -S "$torch_library" | cut -d: -f1)
 dev_package=$(dpkg -S "$torch_dir/TorchConfig.cmake" | cut -d: -f1)
-dpkg -L "$runtime_package" | grep -E '\.so[.0-9]*$' | xargs -I{} cp -a {} "$copy/lib/"
+dpkg -L "$runtime_package" | grep -E '\.so[.0-9]*$' | while read -r f; do [ -e "$f" ] && cp -a "$f" "$copy/lib/"; done
 (cd /usr/include && dpkg -L "$dev_package" | sed -n 's|^/usr/include/||p' |
   while read -r f; do [ -f "/usr/include/$f" ] && echo "$f"; done | tar -cf - -T - | tar -C "$copy/include" -xf -)
 for config in Torch Caffe2 ATen; do cp -a "$torch_dir/../$config" "$copy/share/cmake/"; done
-# Debian's CMake files name Debian's folders (lib/<triplet>/, ../include); the archive's
-# name lib/ and include/.
+# Debian's CMake files name Debian's folders: the prefix four levels above them
+# (lib/<triplet>/cmake/Torch), the libraries in lib/<triplet>/, the headers in ../include.
+# The archive's are three levels below its prefix and name lib/ and include/.
 triplet=$(basename "$(dirname "$torch_library")")
+sed -i 's|${CMAKE_CURRENT_LIST_DIR}/../../../../|${CMAKE_CURRENT_LIST_DIR}/../../../|' \
+  "$copy/share/cmake/Torch/TorchConfig.cmake" "$copy/share/cmake/Caffe2/Caffe2Config.cmake"
 sed -i -e "s|\${_IMPORT_PREFIX}/$triplet/|\${_IMPORT_PREFIX}/lib/|g" -e 's|${_IMPORT_PREFIX}/../include|${_IMPORT_PREFIX}/include|g' \
   "$copy"/share/cmake/Caffe2/Caffe2Targets*.cmake
 echo "copied $(ls "$copy/lib" | wc -l) libraries and $(find "$copy/include" -type f | wc -l) headers of $runtime_package and $dev_package to $copy"
@@ -49,7 +52,7 @@ program=$scratch/downstream/downstream_all_reduce
 for binary in "$tool" "$scratch"/prefix/lib/liblockstep.so "$program"; do
   echo "$(basename "$binary"): $(readelf -d "$binary" | grep -E 'RUNPATH|RPATH')"
   loaded=$(ldd "$binary")
-  for library in libtorch.so libtorch_cpu.so libc10.so; do
+  for library in libtorch_cpu.so libc10.so; do
     line=$(grep -F "$library" <<< "$loaded") || { echo "$binary does not load $library"; exit 1; }
     echo "  $line"
     grep -qF "=> $copy/lib/" <<< "$line" || { echo "$binary loads $library from outside the copy"; exit 1; }
