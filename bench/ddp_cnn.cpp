@@ -15,7 +15,8 @@
 // training waited for data. And lockstep's DDP on 2 workers as replicas on threads of one
 // process (run_replicas) against 2 processes, with the time from starting the program to
 // the end of the first training step in both modes. And what recording the timeline costs a
-// step on 2 workers (`ddp_cnn timeline-only` measures that alone).
+// step on 2 workers (`ddp_cnn timeline-only` measures that alone). `ddp_cnn against-pytorch`
+// runs only the rows that set lockstep beside PyTorch's DDP at 2 workers.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -258,6 +259,28 @@ void time_perceptron(const std::string& perceptron, int repeats) {
   std::printf(")\n");
 }
 
+// `ddp_cnn against-pytorch`: only the rows that compare lockstep with PyTorch's DDP at 2
+// workers, for setting one libtorch release beside another in little time.
+int compare_with_pytorch(const std::string& self, const std::string& script) {
+  const std::vector<std::pair<std::string, std::function<double()>>> configurations = {
+      {"plain libtorch, 1 worker", [&] { return std::atof(run_world(1, {self, "plain"}).c_str()); }},
+      {"lockstep DDP, 2 workers", [&] { return std::atof(run_world(2, {self, "lockstep"}).c_str()); }},
+      {"PyTorch DDP, 2 workers", [&] { return std::atof(run_world(2, {"/usr/bin/python3", script}).c_str()); }},
+  };
+  std::map<std::string, std::vector<double>> rates;
+  std::vector<double> against_pytorch;
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    std::map<std::string, double> r;
+    for (const auto& [name, measure] : configurations) rates[name].push_back(r[name] = measure());
+    against_pytorch.push_back(r["lockstep DDP, 2 workers"] / r["PyTorch DDP, 2 workers"]);
+  }
+  std::printf("| configuration | samples/s (median of %d runs) |\n|---|---:|\n", kRepeats);
+  for (const auto& [name, measure] : configurations) std::printf("| %s | %.1f |\n", name.c_str(), median(rates[name]));
+  std::printf("lockstep / PyTorch DDP at 2 workers: %.2fx (median of the ratios within each run)\n",
+              median(against_pytorch));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,6 +337,7 @@ int main(int argc, char** argv) {
   const std::string self = fs::canonical("/proc/self/exe");
   const std::string script = (fs::path(LOCKSTEP_SOURCE_DIR) / "bench" / "ddp_cnn.py").string();
   const std::string perceptron = (fs::path(self).parent_path().parent_path() / "examples" / "perceptron").string();
+  if (role == "against-pytorch") return compare_with_pytorch(self, script);
   // Every repeat runs each configuration once, back to back; the figures are medians of the
   // ratios within a repeat, which cancels the machine's slower drifts.
   const std::vector<std::pair<std::string, std::function<double()>>> configurations = {

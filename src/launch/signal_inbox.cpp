@@ -1,8 +1,10 @@
 #include "launch/signal_inbox.h"
 
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -10,20 +12,38 @@
 #include "lockstep/error.h"
 
 namespace lockstep::launch {
+namespace {
+
+// The thread that reads the inbox, where the signals are blocked and wait for signalfd.
+std::atomic<pid_t> inbox_thread{0};
+
+// Runs in a thread that has the signal unblocked; the signal goes on to the inbox's thread
+// (tgkill is async-signal-safe), pending there until signalfd reads it.
+void pass_to_inbox(int number) {
+  const int saved = errno;
+  syscall(SYS_tgkill, getpid(), inbox_thread.load(), number);
+  errno = saved;
+}
+
+}  // namespace
 
 SignalInbox::SignalInbox() {
-  // Exits are learnt from SIGCHLD; an inherited SIG_IGN would make the kernel reap workers
-  // before their exit status could be read.
-  signal(SIGCHLD, SIG_DFL);
   sigset_t signals;
   sigemptyset(&signals);
-  for (int number : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGCHLD}) {
-    sigaddset(&signals, number);
-  }
+  for (int number : kSignals) sigaddset(&signals, number);
   pthread_sigmask(SIG_BLOCK, &signals, &previous_mask_);
+  inbox_thread = static_cast<pid_t>(syscall(SYS_gettid));
+  // Also replaces an inherited SIG_IGN for SIGCHLD, which would make the kernel reap workers
+  // before their exit status could be read.
+  struct sigaction pass {};
+  pass.sa_handler = pass_to_inbox;
+  pass.sa_flags = SA_RESTART;
+  sigfillset(&pass.sa_mask);
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &pass, &previous_actions_[i]);
   fd_ = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd_ < 0) {
     int error = errno;
+    for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_actions_[i], nullptr);
     pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
     throw Error(std::string("cannot watch for signals (signalfd): ") + std::strerror(error));
   }
@@ -34,6 +54,7 @@ SignalInbox::~SignalInbox() {
   while (next()) {
   }
   close(fd_);
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_actions_[i], nullptr);
   pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
 }
 
