@@ -15,12 +15,15 @@ unmount_all() {
 }
 trap unmount_all EXIT
 mount_into() {  # mount_into PATH-IN-ROOT MOUNT-ARGUMENTS...
-  local target=$root$1
+  local target=${root}${1%/}
   shift
   mkdir -p "$target"
   mount "$@" "$target"
   mounted+=("$target")
 }
+# The root a mount point of its own, as on a machine: tests that make mount and network
+# namespaces (unshare, ip netns) need to change its propagation.
+mount_into / --bind "$root"
 mount_into /proc -t proc proc
 mount_into /sys --rbind /sys
 mount_into /dev --rbind /dev
