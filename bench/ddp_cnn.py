@@ -3,6 +3,7 @@
 Started by bench/ddp_cnn with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT); rank 0 prints the median samples per second over all ranks.
 """
+import os
 import statistics
 import sys
 import time
@@ -16,6 +17,9 @@ BATCH, WARMUP, WINDOWS, STEPS_PER_WINDOW = 64, 5, 7, 5
 
 def main():
     torch.set_num_threads(1)
+    # Debian 13's torch 2.6 is built without libuv, which its TCPStore asks for by default
+    # from 2.4 on; USE_LIBUV=0 picks the classic store there and is ignored by older releases.
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo")
     world = dist.get_world_size()
     torch.manual_seed(0)

@@ -49,6 +49,7 @@ def cnn():
 def worker(rank, world, epochs, port, started):
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    os.environ.setdefault("USE_LIBUV", "0")  # Debian 13's torch 2.6 has no libuv (bench/ddp_cnn.py)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     train_x, train_y = load("train")
     test_x, test_y = load("t10k")
