@@ -43,7 +43,7 @@ SignalInbox::SignalInbox() {
   fd_ = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd_ < 0) {
     int error = errno;
-    for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_actions_[i], nullptr);
+    restore_actions();
     pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
     throw Error(std::string("cannot watch for signals (signalfd): ") + std::strerror(error));
   }
@@ -54,8 +54,12 @@ SignalInbox::~SignalInbox() {
   while (next()) {
   }
   close(fd_);
-  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_actions_[i], nullptr);
+  restore_actions();
   pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
+}
+
+void SignalInbox::restore_actions() {
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_actions_[i], nullptr);
 }
 
 std::optional<int> SignalInbox::next() {

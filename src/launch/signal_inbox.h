@@ -30,6 +30,8 @@ class SignalInbox {
   std::optional<int> next();
 
  private:
+  void restore_actions();
+
   static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGCHLD};
 
   sigset_t previous_mask_;
