@@ -24,7 +24,7 @@ packages=(
   libjpeg62-turbo-dev libjpeg62-turbo
   zlib1g-dev zlib1g libgtest-dev
   libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0
-  libsasl2-2 libsasl2-modules-db libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1
+  libunistring2 libsasl2-2 libsasl2-modules-db libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1
   dataset-fashion-mnist
 )
 
@@ -45,13 +45,19 @@ command -v nvcc > /dev/null || {
 }
 dir=${2:-.gpu-debs}
 mkdir -p "$out"
-prefix=$(mktemp -d /tmp/lockstep-gpu-prefix-XXXXXX)
+# Unpacked afresh each run, at a fixed place: CMake's cache keeps the paths it found.
+prefix=$PWD/build-gpu/debian-packages
+rm -rf "$prefix" && mkdir -p "$prefix"
 for deb in "$dir"/*.deb; do dpkg -x "$deb" "$prefix"; done
+# Links to absolute paths (zlib's libz.so -> /lib/...) would dangle, and CMake would take the
+# static library instead: point them into the prefix.
+find "$prefix" -type l -lname '/*' -exec sh -c 'ln -sfn "$1$(readlink "$2")" "$2"' _ "$prefix" {} \;
 multiarch=$prefix/usr/lib/x86_64-linux-gnu
 # The packages' CMake files name their libraries and headers under /usr; here they are
-# under the prefix.
-grep -rlZ '"/usr/' "$prefix/usr/share/cmake" "$multiarch/cmake" | xargs -0 -r sed -i "s|\"/usr/|\"$prefix/usr/|g"
-export LD_LIBRARY_PATH="$multiarch:$prefix/usr/lib:$multiarch/openmpi/lib:${LD_LIBRARY_PATH:-}"
+# under the prefix ("/usr" alone too: toml++'s falls back to it when its folder is /usr's).
+grep -rlZ '"/usr[/"]' "$prefix/usr/share/cmake" "$multiarch/cmake" |
+  xargs -0 -r sed -i -e "s|\"/usr/|\"$prefix/usr/|g" -e "s|\"/usr\"|\"$prefix/usr\"|g"
+export LD_LIBRARY_PATH="$multiarch:$prefix/lib/x86_64-linux-gnu:$prefix/usr/lib:$multiarch/openmpi/lib:${LD_LIBRARY_PATH:-}"
 export PATH="$prefix/usr/bin:$PATH"
 export OPAL_PREFIX="$prefix/usr"  # Open MPI finds its own files under the prefix it was unpacked to
 # The GPU training test and benchmark read Fashion-MNIST from the unpacked package.
@@ -60,7 +66,7 @@ torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 
 {
-  echo "== machine"; grep PRETTY_NAME /etc/os-release || true; ldd --version | head -1
+  echo "== machine"; grep PRETTY_NAME /etc/os-release || true; ldd --version | sed -n 1p
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
   echo "== torch"; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'
   # Debian's Gloo beside the torch wheel's: do both export gloo:: symbols into one process?
@@ -73,7 +79,9 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$multiarch/cmake;$prefix/usr/share/cmake" \
   -DMPI_HOME="$multiarch/openmpi" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep -E "lockstep:|Found" "$out/configure.log" >> "$out/environment.txt" || true
-cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -m 20 -E "error|undefined" "$out/build.log"; exit 1; }
+# Only what the GPU tests and benchmarks run: the whole tree is several times the work.
+cmake --build build-gpu -j "$(nproc)" --target lockstep_cli gpu_tests gpu_worker gpu_train_bench gpu_allreduce_bench \
+  > "$out/build.log" 2>&1 || { grep -m 20 -E "error|undefined" "$out/build.log"; exit 1; }
 echo "== libraries not found" >> "$out/environment.txt"
 ldd build-gpu/tools/lockstep | grep "not found" >> "$out/environment.txt" || echo "none" >> "$out/environment.txt"
 echo "== the NCCL lockstep links, and libtorch_cuda's" >> "$out/environment.txt"
@@ -81,14 +89,18 @@ ldd build-gpu/src/liblockstep.so | grep -i nccl >> "$out/environment.txt" || ech
 ldd "$torch_lib/libtorch_cuda.so" | grep -i nccl >> "$out/environment.txt" || echo "none (static?)" >> "$out/environment.txt"
 
 status=0
-ctest --test-dir build-gpu -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=$?
+ctest --test-dir build-gpu -L gpu --timeout 120 --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=$?
 tail -15 "$out/gpu-tests.log"
 {
-  build-gpu/bench/gpu_train
-  python3 bench/gpu_train.py
-  build-gpu/bench/gpu_allreduce
-  build-gpu/tools/lockstep run -n 2 -- build-gpu/bench/gpu_allreduce --transport staged
-  build-gpu/tools/lockstep run -n 2 -- build-gpu/bench/gpu_allreduce --transport nccl
+  timeout 120 build-gpu/bench/gpu_train
+  timeout 120 python3 bench/gpu_train.py
+  timeout 60 build-gpu/bench/gpu_allreduce
+  timeout 60 build-gpu/tools/lockstep run -n 2 -- build-gpu/bench/gpu_allreduce --transport staged
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    timeout 60 build-gpu/tools/lockstep run -n 2 -- build-gpu/bench/gpu_allreduce --transport nccl
+  else
+    echo "gpu_allreduce --transport nccl: skipped, NCCL needs a GPU per rank and this machine has one"
+  fi
 } > "$out/gpu-bench.log" 2>&1 || status=$?
 cat "$out/gpu-bench.log"
 exit $status

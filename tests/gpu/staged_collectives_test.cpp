@@ -72,6 +72,9 @@ TEST(StagedCollectives, AsyncCallsReturnBeforeTheKernelsBeforeThemEnd) {
   std::vector<Clock::duration> returned(2);
   run_replicas(2, [&](ProcessGroup group) {
     Tensor t = torch::ones({1 << 20}, on_gpu());
+    queue_slow_kernels();  // this thread's warm-up, and the group's first collective
+    all_reduce(t);
+    torch::cuda::synchronize();
     queue_slow_kernels();
     const auto called = Clock::now();
     Work work = all_reduce_async(t);

@@ -110,7 +110,8 @@ class CudaDeviceCall : public DeviceCall {
     copied_out.record(side);
     copied_out.synchronize();  // this thread only: the caller's returned long ago
 
-    const std::vector<at::Tensor> results = body(transport, host);
+    std::vector<at::Tensor> moved = host;  // the body may move its tensors into its results
+    const std::vector<at::Tensor> results = body(transport, moved);
     std::vector<at::Tensor> outputs;
     for (const auto& result : results) {
       at::Tensor target = device_tensor_of(host, result);
