@@ -14,6 +14,7 @@
 #include "launch/cluster_node.h"
 #include "launch/launcher.h"
 #include "lockstep/error.h"
+#include "lockstep/train/device.h"
 
 namespace {
 
@@ -36,8 +37,8 @@ void add_run_command(CLI::App& app, Action& chosen) {
                   "memory) or nccl");
   run->add_option("--bind", options->bind,
                   "core: each worker on a physical core of its own within this launcher's CPUs (one line when "
-                  "there are too few); none: workers keep the launcher's CPUs (default: core when there are "
-                  "enough, else none)")
+                  "there are too few); none: workers keep the launcher's CPUs (default: none where a GPU is "
+                  "visible, else core when there are enough cores)")
       ->check(CLI::IsMember({"core", "none"}));
   run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
   run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")
@@ -68,6 +69,8 @@ void add_run_command(CLI::App& app, Action& chosen) {
       if (!nproc_given && !env("PET_NPROC_PER_NODE")) {
         throw lockstep::ConfigError("-n is required: the workers to start on this node");
       }
+      // Workers on a machine with a GPU are taken to use it.
+      options->bind = lockstep::launch::binding_by_default(options->bind, lockstep::train::visible_gpus() > 0);
       return lockstep::launch::run_workers(*options);
     };
   });

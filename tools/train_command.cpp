@@ -85,7 +85,7 @@ int launch_workers(TrainJob job) {
   job.workers = options.nproc_per_node * options.nnodes;  // what each worker checks its world against
   const std::vector<std::string> arguments = job.as_arguments();
   options.max_restarts = job.max_restarts;
-  options.bind = job.bind;
+  options.bind = launch::binding_by_default(job.bind, train::choose_device(job.device, 0).is_cuda());
   options.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(job.heartbeat_timeout * 1000));
   // Stopped workers finish their step and save a checkpoint before they exit (preemption).
   options.stop_timeout = std::chrono::seconds(30);

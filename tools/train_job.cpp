@@ -15,6 +15,7 @@
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
+#include "launch/launch_options.h"
 #include "lockstep/train/device.h"
 #include "lockstep/train/models.h"
 #include "lockstep/train/trainer.h"
@@ -76,7 +77,7 @@ void TrainJob::add_options(CLI::App& command) {
   command.add_flag("--augment", augment, "Random crops and flips of small images");
   command.add_option("--bind", bind,
                      "core: each worker (process or replica thread) on a physical core of its own; none: no "
-                     "pinning (default: core when there are enough cores, else none)")
+                     "pinning (default: none on a GPU, else core when there are enough cores)")
       ->check(CLI::IsMember({"core", "none"}));
   command.add_flag("--timeline", timeline,
                    "Record every rank's steps, buckets and collectives into RUN/timeline.json (Perfetto, "
@@ -305,11 +306,12 @@ int run_train_replicas(const TrainJob& job) {
   // one each beside other workers), so that both modes compute the same bits.
   const bool threads_chosen = std::getenv("OMP_NUM_THREADS") != nullptr;
   const int threads = job.workers > 1 && !threads_chosen ? 1 : at::get_num_threads();
+  const bool gpu_job = train::choose_device(job.device, 0).is_cuda();
   int status = 0;
   run_replicas(job.workers, [&](ProcessGroup group) {
     const int mine = train_worker(job, data);
     if (group.rank() == 0) status = mine;  // every replica stops at the same step
-  }, ReplicaOptions().threads(threads).bind_cores(job.bind != "none"));
+  }, ReplicaOptions().threads(threads).bind_cores(launch::binding_by_default(job.bind, gpu_job) != "none"));
   return status;
 }
 

@@ -1,5 +1,9 @@
 #include "lockstep/ddp/distributed_data_parallel.h"
 
+#include <optional>
+#include <string>
+#include <utility>
+
 #include "comm/groups/process_group.h"
 #include "ddp/gradient_reducer.h"
 #include "lockstep/comm/collectives.h"
@@ -51,6 +55,25 @@ void refuse_replicas_sharing_a_gpu(torch::nn::Module& module, const ProcessGroup
   }
 }
 
+// One device per model: buckets are flat tensors on one device, and libtorch runs each
+// device's backward on a thread of its own, whose hooks would meet in the reducer. (PyTorch's
+// Reducer keys buckets by device and locks instead; a model split over devices is pipeline
+// parallelism, which lockstep does not do.) Local, so it is said before any collective.
+void refuse_parameters_on_several_devices(torch::nn::Module& module) {
+  std::optional<std::pair<std::string, at::Device>> first;
+  for (const auto& entry : module.named_parameters()) {
+    const at::Tensor& p = entry.value();
+    if (!p.requires_grad()) continue;
+    if (!first) {
+      first.emplace(entry.key(), p.device());
+    } else if (p.device() != first->second) {
+      throw ConfigError("lockstep::DistributedDataParallel needs every trained parameter on one device, but '" +
+                        first->first + "' is on " + first->second.str() + " and '" + entry.key() + "' on " +
+                        p.device().str() + "; move the model with model->to(device)");
+    }
+  }
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(const torch::jit::Module& module, DDPOptions options)
@@ -62,6 +85,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   if (!is_initialized()) throw Error("lockstep::DistributedDataParallel: call lockstep::init() first");
   // A handle that stays this group after a later init() (the default one would follow it).
   options_.group(ProcessGroup(options_.group().state().shared_from_this()));
+  refuse_parameters_on_several_devices(*module_);
   refuse_replicas_sharing_a_gpu(*module_, options_.group());
   // Also fails on every rank if the models differ.
   synchronize(*module_, options_.root(), options_.group());

@@ -58,6 +58,11 @@ void validate(const LaunchOptions& options) {
   }
 }
 
+std::string binding_by_default(const std::string& asked, bool gpu_job) {
+  if (!asked.empty()) return asked;
+  return gpu_job ? "none" : "";
+}
+
 std::string master_addr_of(const LaunchOptions& options) { return options.master_addr.value_or("127.0.0.1"); }
 
 }  // namespace lockstep::launch

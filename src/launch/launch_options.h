@@ -33,7 +33,7 @@ struct LaunchOptions {
   /// "core": each worker pinned to a physical core of its own, within the launcher's
   /// affinity, when there are enough (else not, with one line saying so); "none": workers
   /// keep the launcher's affinity; "" (the default): "core" when there are enough cores,
-  /// else "none", silently.
+  /// else "none", silently (binding_by_default() makes it "none" for GPU jobs).
   std::string bind;
   /// PROGRAM ARGS...; PROGRAM is looked up in PATH.
   std::vector<std::string> command;
@@ -41,6 +41,12 @@ struct LaunchOptions {
 
 /// Throws lockstep::ConfigError naming the option to fix when `options` cannot be launched.
 void validate(const LaunchOptions& options);
+
+/// The --bind a job gets when it asked for none (`asked` empty). GPU workers are not pinned:
+/// a worker's training, autograd, loader, CUDA driver and NCCL proxy threads would share one
+/// core, which CUDA's spin-waits take (torchrun binds nothing either); CPU workers keep the
+/// default, a core each where there are enough, which training on the CPU measured to help.
+std::string binding_by_default(const std::string& asked, bool gpu_job);
 
 /// MASTER_ADDR the workers get: --master-addr, or 127.0.0.1 on a single node.
 std::string master_addr_of(const LaunchOptions& options);

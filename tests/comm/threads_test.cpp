@@ -20,9 +20,41 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// Gloo, except that its first all_reduce is refused in the call's turn, before any data
+// moves: what a staged CUDA call on a capturing stream does (device_call_cuda.cpp), here on
+// the CPU.
+class RefusesFirstAllReduce : public HostTransport {
+ public:
+  explicit RefusesFirstAllReduce(std::unique_ptr<HostTransport> gloo) : gloo_(std::move(gloo)) {}
+  int rank() const override { return gloo_->rank(); }
+  int size() const override { return gloo_->size(); }
+  std::string name() const override { return gloo_->name(); }
+  void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) override {
+    if (!refused_) {
+      refused_ = true;
+      throw CallRefused("lockstep::all_reduce: refused as made");
+    }
+    gloo_->all_reduce(tensor, op, tag);
+  }
+  void broadcast(at::Tensor& tensor, int root, uint32_t tag) override { gloo_->broadcast(tensor, root, tag); }
+  void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override { gloo_->reduce(tensor, root, op, tag); }
+  void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override {
+    gloo_->all_gather(input, output, tag);
+  }
+  void barrier(uint32_t tag) override { gloo_->barrier(tag); }
+  void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override {
+    gloo_->all_gather_bytes(input, output, bytes, tag);
+  }
+
+ private:
+  std::unique_ptr<HostTransport> gloo_;
+  bool refused_ = false;
+};
+
 // Runs body(communicator) on `n` threads, each its own rank, and returns what each returned.
 template <typename Body>
-auto on_threads(int n, Body body, milliseconds timeout = milliseconds(5000), bool debug = false) {
+auto on_threads(int n, Body body, milliseconds timeout = milliseconds(5000), bool debug = false,
+                bool refuse_first_all_reduce = false) {
   auto store = std::make_shared<gloo::rendezvous::HashStore>();
   using Result = decltype(body(std::declval<Communicator&>()));
   std::vector<std::future<Result>> futures;
@@ -32,7 +64,9 @@ auto on_threads(int n, Body body, milliseconds timeout = milliseconds(5000), boo
       context->setTimeout(timeout);
       auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
       gloo_compat::connect_full_mesh(*context, store, device);
-      Communicator comm(GroupTransports{std::make_unique<GlooTransport>(context, store, timeout), {}}, timeout, debug);
+      std::unique_ptr<HostTransport> host = std::make_unique<GlooTransport>(context, store, timeout);
+      if (refuse_first_all_reduce) host = std::make_unique<RefusesFirstAllReduce>(std::move(host));
+      Communicator comm(GroupTransports{std::move(host), {}}, timeout, debug);
       return body(comm);
     }));
   }
@@ -146,6 +180,25 @@ TEST(Threads, BadTensorsAreRejectedBeforeAnythingIsSent) {
   EXPECT_EQ(m[2], "lockstep::all_reduce: the tensor is undefined");
   EXPECT_EQ(m[3], "lockstep::broadcast: root 5 is not a rank; ranks are 0..0");
   EXPECT_EQ(m[4], "no error");  // world size 1 divides anything
+}
+
+TEST(Threads, ACallRefusedInItsTurnLeavesTheGroupUsable) {
+  const auto results = on_threads(
+      2,
+      [](Communicator& comm) {
+        std::string refusal = "no error";
+        try {
+          comm.all_reduce({torch::ones({2})}, ReduceOp::Sum, true);
+        } catch (const Error& e) {
+          refusal = e.what();
+        }
+        torch::Tensor t = torch::full({2}, comm.rank() + 1.0);
+        comm.all_reduce({t}, ReduceOp::Sum, true);
+        comm.barrier(true);
+        return refusal + "; then " + std::to_string(t[0].item<double>());
+      },
+      milliseconds(5000), /*debug=*/false, /*refuse_first_all_reduce=*/true);
+  for (const auto& r : results) EXPECT_EQ(r, "lockstep::all_reduce: refused as made; then 3.000000");
 }
 
 // A CPU machine has no CUDA tensors to pass, but libtorch's meta device stands in for any

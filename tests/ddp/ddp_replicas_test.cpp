@@ -103,5 +103,26 @@ TEST(DistributedDataParallelOnReplicas, LoadsTheBucketOrderLearnedInTheFirstBack
   EXPECT_EQ(wrong, std::vector<std::string>(2)) << wrong[0] << wrong[1];
 }
 
+// A CPU machine has one device, but libtorch's meta device stands in for a second: a model
+// split over two is refused on every replica before any collective, naming both.
+TEST(DistributedDataParallelOnReplicas, AModelOnTwoDevicesIsRefusedNamingBoth) {
+  std::vector<std::string> messages(2);
+  run_replicas(2, [&](ProcessGroup group) {
+    auto model = std::make_shared<torch::nn::Module>();
+    model->register_parameter("weight", torch::ones({3, 4}));
+    model->register_parameter("bias", torch::ones({3}, torch::TensorOptions().device(torch::kMeta)));
+    try {
+      DistributedDataParallel ddp(model, DDPOptions().group(group));
+      messages[group.rank()] = "no error";
+    } catch (const ConfigError& e) {
+      messages[group.rank()] = e.what();
+    }
+  }, ReplicaOptions().timeout(std::chrono::seconds(20)));
+  for (const auto& m : messages) {
+    EXPECT_EQ(m, "lockstep::DistributedDataParallel needs every trained parameter on one device, but 'weight' is on "
+                 "cpu and 'bias' on meta; move the model with model->to(device)");
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -31,6 +31,13 @@ TEST(LaunchOptions, DefaultsWithACommandAreRunnable) {
   EXPECT_EQ(master_addr_of(runnable()), "127.0.0.1");
 }
 
+TEST(LaunchOptions, GpuJobsAreNotPinnedByDefaultAndAskedBindingIsKept) {
+  EXPECT_EQ(binding_by_default("", /*gpu_job=*/true), "none");
+  EXPECT_EQ(binding_by_default("", /*gpu_job=*/false), "");  // a core each, where there are enough
+  EXPECT_EQ(binding_by_default("core", /*gpu_job=*/true), "core");
+  EXPECT_EQ(binding_by_default("none", /*gpu_job=*/false), "none");
+}
+
 TEST(LaunchOptions, RejectionsNameTheOptionToFix) {
   LaunchOptions options = runnable();
   options.master_port = 70000;

@@ -119,6 +119,10 @@ void Communicator::close() {
   closed_ = true;
 }
 
+void Communicator::leave_gracefully() {
+  for (const auto& [type, device] : devices_) device->leave_gracefully();
+}
+
 void Communicator::stop_worker() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -378,6 +382,8 @@ Communicator::Outcome Communicator::execute(Task& task) {
     outcome.outputs = task.body(task.call);
   } catch (const MismatchError&) {
     error = std::current_exception();  // found before any data moved: the group stays usable
+  } catch (const CallRefused&) {
+    error = std::current_exception();  // likewise
   } catch (const CallsDiffer&) {
     try {
       error = std::make_exception_ptr(MismatchError(how_calls_differ(task.call)));

@@ -63,6 +63,9 @@ class Communicator {
 
   /// Refuses every later call (at shutdown, for groups that outlive it).
   void close();
+  /// Every rank reached the last barrier of a shutdown(): device transports may flush
+  /// their queued work when destroyed, rather than abort it (DeviceTransport).
+  void leave_gracefully();
 
   /// How this group's collectives appear in the timeline: on the row of this member's rank
   /// in the default group, with the group's name.

@@ -40,12 +40,23 @@ void leave(bool gracefully) {
     sub_groups.clear();
   }
   if (ending == nullptr) return;
+  std::vector<std::shared_ptr<detail::GroupState>> subs;
   for (auto& weak : ending_subs) {
-    if (auto sub = weak.lock(); sub && sub->communicator) sub->communicator->close();
+    if (auto sub = weak.lock(); sub && sub->communicator) {
+      sub->communicator->close();
+      subs.push_back(std::move(sub));
+    }
   }
   // A last barrier keeps rank 0 (which may host the store) alive until everyone is done.
   Communicator& communicator = *ending->communicator;
-  if (gracefully && !communicator.has_failed()) communicator.barrier(/*blocking=*/true);
+  if (gracefully && !communicator.has_failed()) {
+    communicator.barrier(/*blocking=*/true);
+    // Every rank is here: NCCL may flush what is queued rather than abort it.
+    for (const auto& sub : subs) {
+      if (!sub->communicator->has_failed()) sub->communicator->leave_gracefully();
+    }
+    communicator.leave_gracefully();
+  }
   communicator.close();
 }
 
@@ -126,9 +137,10 @@ void init(const InitOptions& options) {
   }
   if (options.device()) use_cuda_device(*options.device());  // before meeting anyone
   auto world = join_world(spec);
-  // `torch::kCUDA` then means a GPU of this rank's own, which NCCL needs (and staging prefers).
+  // `torch::kCUDA` then means a GPU of this rank's own, which NCCL needs (and staging prefers);
+  // its context is made only if the job uses it.
   if (!options.device()) {
-    if (auto gpu = gpu_of_local_rank(world->local_rank(), visible_cuda_devices())) use_cuda_device(*gpu);
+    if (auto gpu = gpu_of_local_rank(world->local_rank(), visible_cuda_devices())) prefer_cuda_device(*gpu);
   }
   auto group = detail::make_world_group(std::move(world));
   {

@@ -58,6 +58,12 @@ bool built_with_cuda();
 /// ConfigError naming the device when the build or the machine has no such device.
 void use_cuda_device(int index);
 
+/// Makes CUDA device `index` the one `torch::kCUDA` means on this thread, without creating
+/// its context: that comes with the first real use, so a job that never touches the GPU
+/// costs it nothing (no half-gigabyte context, no failure on a GPU another job holds
+/// exclusively). A no-op in the CPU build.
+void prefer_cuda_device(int index);
+
 /// How many CUDA devices this process sees: 0 in the CPU build.
 int visible_cuda_devices();
 

@@ -23,6 +23,8 @@ void use_cuda_device(int index) {
                     "built against a libtorch without CUDA (docs/GPU.md)");
 }
 
+void prefer_cuda_device(int) {}
+
 int visible_cuda_devices() { return 0; }
 
 }  // namespace lockstep

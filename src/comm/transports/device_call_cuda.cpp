@@ -15,6 +15,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/version.h>
 
 #include "comm/transports/device_call.h"
 #include "lockstep/error.h"
@@ -58,13 +59,18 @@ class CudaDeviceCall : public DeviceCall {
 
   std::vector<at::Tensor> run(DeviceTransport* device, HostTransport& host, const Body& body) override {
     c10::cuda::CUDAGuard on_device(device_);
+    if (captured_ && device && !device->connected(device_)) {
+      throw CallRefused("lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() + " is capturing a "
+                        "CUDA graph, and this is the group's first collective on " + device_.str() + ", whose setup "
+                        "cannot be captured; call one collective on the group before capturing (docs/GPU.md)");
+    }
     if (const auto stream = device ? device->device_stream(device_) : std::nullopt) {
       return run_on(c10::cuda::CUDAStream(*stream), *device, body);
     }
     if (captured_) {
-      throw Error("lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() + " is capturing a CUDA "
-                  "graph, but this group stages " + device_.str() + "'s tensors through host memory, whose copies and "
-                  "waits cannot be captured; capture collectives only where NCCL moves them (docs/GPU.md)");
+      throw CallRefused("lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() + " is capturing a "
+                        "CUDA graph, but this group stages " + device_.str() + "'s tensors through host memory, whose "
+                        "copies and waits cannot be captured; capture collectives only where NCCL moves them (docs/GPU.md)");
     }
     return run_through_host(host, body);
   }
@@ -73,6 +79,9 @@ class CudaDeviceCall : public DeviceCall {
 
   bool device_work_pending() override {
     if (!on_transport_stream_ || captured_) return false;
+    // The asking thread (the watchdog's) on this call's device first: its first CUDA call
+    // would otherwise make a context on GPU 0, in every rank (as ProcessGroupNCCL's does).
+    c10::cuda::CUDAGuard on_device(device_);
     RelaxedCapture relaxed;
     return !done_.query();
   }
@@ -183,6 +192,14 @@ void use_cuda_device(int index) {
                       " CUDA devices are visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
   }
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+}
+
+void prefer_cuda_device(int index) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  c10::cuda::MaybeSetDevice(static_cast<c10::DeviceIndex>(index));  // the context waits for first use
+#else
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));  // c10 before 2.1 has no lazy form
+#endif
 }
 
 int visible_cuda_devices() { return c10::cuda::device_count(); }

@@ -10,10 +10,13 @@
 // and calls abort() before it ends the job.
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -88,9 +91,17 @@ class NcclTransport : public DeviceTransport {
   NcclTransport(HostTransport& host, DeviceBackend mode, std::chrono::milliseconds timeout)
       : host_(host), mode_(mode), timeout_(timeout) {}
 
+  // Flushed within the timeout only after the group's last barrier; after a failure, or at
+  // an exit without shutdown(), peers may be gone and NCCL aborts at once (as PyTorch's
+  // ProcessGroupNCCL does when destroy_process_group() was not called).
   ~NcclTransport() override {
     for (auto& [index, device] : devices_) {
-      if (device) destroy(*device);
+      if (!device || device->aborted) continue;
+      if (left_gracefully_) {
+        destroy(*device);
+      } else {
+        abort_within(device->comm);
+      }
     }
   }
 
@@ -149,6 +160,11 @@ class NcclTransport : public DeviceTransport {
     return stream_of(devices_.emplace(device.index(), std::move(connected)).first->second.get());
   }
 
+  bool connected(at::Device device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return devices_.count(device.index()) > 0;
+  }
+
   std::string device_error() override {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [index, device] : devices_) {
@@ -161,19 +177,26 @@ class NcclTransport : public DeviceTransport {
     return "";
   }
 
+  // Called from the watchdog while the collective thread may hold a DeviceComm: entries
+  // are marked, never erased.
   void abort() override {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [index, device] : devices_) {
-      if (device) ncclCommAbort(device->comm);
+      if (device && !device->aborted) {
+        device->aborted = true;
+        abort_within(device->comm);
+      }
     }
-    devices_.clear();
   }
+
+  void leave_gracefully() override { left_gracefully_ = true; }
 
  private:
   // One device's communicator and the stream its collectives run on.
   struct DeviceComm {
     ncclComm_t comm;
     c10::cuda::CUDAStream stream;
+    bool aborted = false;  // after a failure: nothing more runs on it
   };
 
   static std::optional<c10::Stream> stream_of(const DeviceComm* device) {
@@ -186,6 +209,9 @@ class NcclTransport : public DeviceTransport {
     const auto found = devices_.find(tensor.device().index());
     if (found == devices_.end() || !found->second) {
       throw Error("lockstep: NCCL has no communicator for " + tensor.device().str());
+    }
+    if (found->second->aborted) {
+      throw Error("lockstep: NCCL's communicator for " + tensor.device().str() + " was aborted after an earlier failure");
     }
     return *found->second;
   }
@@ -229,6 +255,22 @@ class NcclTransport : public DeviceTransport {
     return std::make_unique<DeviceComm>(DeviceComm{comm, c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())});
   }
 
+  // ncclCommAbort can itself hang (a proxy thread stuck on a dead peer's socket): waited
+  // for a bounded time, then left to the process's exit.
+  static void abort_within(ncclComm_t comm) {
+    constexpr auto kLimit = std::chrono::seconds(10);
+    auto aborted = std::make_shared<std::promise<void>>();
+    std::future<void> done = aborted->get_future();
+    std::thread([comm, aborted] {
+      ncclCommAbort(comm);
+      aborted->set_value();
+    }).detach();
+    if (done.wait_for(kLimit) != std::future_status::ready) {
+      std::fprintf(stderr, "lockstep: ncclCommAbort did not return within %lld s; the process's exit ends it\n",
+                   static_cast<long long>(kLimit.count()));
+    }
+  }
+
   // More ranks than GPUs (-n 2 on one GPU) is a setup a user means: said once, not refused.
   void say_once_that_groups_stage(const std::string& shared) const {
     static std::once_flag once;
@@ -253,12 +295,14 @@ class NcclTransport : public DeviceTransport {
   }
 
   // What a call on a non-blocking communicator came to: polled while it is in progress, for
-  // at most the timeout (then still ncclInProgress).
+  // at most the timeout (then still ncclInProgress). A communicator that cannot even be
+  // asked has failed: that failure, not a timeout that never passed.
   ncclResult_t outcome(ncclResult_t result, ncclComm_t comm) const {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (result == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-      if (ncclCommGetAsyncError(comm, &result) != ncclSuccess) break;
+      const ncclResult_t asked = ncclCommGetAsyncError(comm, &result);
+      if (asked != ncclSuccess) return asked;
     }
     return result;
   }
@@ -279,13 +323,14 @@ class NcclTransport : public DeviceTransport {
   void forget(ncclComm_t comm) {
     if (!comm) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = devices_.begin(); it != devices_.end(); ++it) {
-      if (it->second && it->second->comm == comm) {
-        devices_.erase(it);
+    for (auto& [index, device] : devices_) {
+      if (device && device->comm == comm) {
+        if (device->aborted) return;
+        device->aborted = true;
         break;
       }
     }
-    ncclCommAbort(comm);
+    abort_within(comm);
   }
 
   // Flushes what was queued, within the timeout, then frees the communicator; one that
@@ -294,7 +339,7 @@ class NcclTransport : public DeviceTransport {
     if (outcome(ncclCommFinalize(device.comm), device.comm) == ncclSuccess) {
       ncclCommDestroy(device.comm);
     } else {
-      ncclCommAbort(device.comm);
+      abort_within(device.comm);
     }
   }
 
@@ -303,6 +348,7 @@ class NcclTransport : public DeviceTransport {
   const std::chrono::milliseconds timeout_;
   std::mutex mutex_;  // guards devices_: the watchdog asks for errors from its own thread
   std::map<int, std::unique_ptr<DeviceComm>> devices_;  // by device index; null: staged
+  std::atomic<bool> left_gracefully_{false};
 };
 
 // The NCCL loaded at run time should be the one compiled against (cmake/nccl.cmake finds

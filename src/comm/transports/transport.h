@@ -13,6 +13,7 @@
 
 #include "comm/calls/call.h"
 #include "lockstep/comm/types.h"
+#include "lockstep/error.h"
 
 namespace lockstep {
 
@@ -82,11 +83,17 @@ class DeviceTransport : public Transport {
   /// use. Called in the call's turn by every rank that made it. Nullopt: this group's
   /// tensors on `device` are staged through host memory instead (ranks share a GPU).
   virtual std::optional<c10::Stream> device_stream(at::Device device) = 0;
+  /// Whether `device` is connected already (its first call made): a first call's setup
+  /// cannot be captured in a CUDA graph.
+  virtual bool connected(at::Device device) = 0;
   /// An error the device found on its own, after the call that queued the failing work
   /// returned (NCCL's asynchronous errors); "" while there is none.
   virtual std::string device_error() = 0;
   /// Stops the device's work, however stuck, before the process ends over it.
   virtual void abort() = 0;
+  /// Every rank reached the group's last barrier: destruction may flush queued work within
+  /// the timeout. Without this call (a failure, an exit without shutdown()) it aborts.
+  virtual void leave_gracefully() = 0;
 };
 
 /// A group's device transports, by device type; each uses the group's host transport, which
@@ -105,6 +112,14 @@ struct GroupTransports {
 class CallsDiffer : public std::exception {
  public:
   const char* what() const noexcept override { return "ranks called different collectives"; }
+};
+
+/// Thrown in a call's turn, before any data moved, by a rank that cannot make the call as it
+/// was made (a staged call on a stream that captures a CUDA graph): the caller gets the
+/// reason, and the group stays usable.
+class CallRefused : public Error {
+ public:
+  using Error::Error;
 };
 
 }  // namespace lockstep
