@@ -201,6 +201,38 @@ TEST(Threads, ACallRefusedInItsTurnLeavesTheGroupUsable) {
   for (const auto& r : results) EXPECT_EQ(r, "lockstep::all_reduce: refused as made; then 3.000000");
 }
 
+// What every transport that has a store (gloo's own, or the world's for shared memory)
+// tells after a failure: here two ranks stuck in different collectives, as a watchdog finds
+// NCCL work that never ends, name both calls and say that they differ.
+TEST(Threads, FailureReportsNameEachRanksCallAndSayTheyDiffer) {
+  auto store = std::make_shared<gloo::rendezvous::HashStore>();
+  std::vector<std::string> messages(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      const FailureReports reports(store, r, 2, {4, 7});
+      Call call(r == 0 ? Collective::AllReduce : Collective::Broadcast, {torch::ones({2})});
+      call.seq = 3;
+      try {
+        std::rethrow_exception(reports.explain(call, TimeoutError("did not finish on the device within 1 s"),
+                                               std::chrono::seconds(2), milliseconds(1000)));
+      } catch (const MismatchError& e) {
+        messages[r] = e.what();
+      } catch (const std::exception& e) {
+        messages[r] = std::string("not a mismatch: ") + e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(messages[0], "lockstep: rank 4: all_reduce #3 (float32[2], Sum) failed after 2.0 s: did not finish on the "
+                         "device within 1 s\n  rank 7: failed in broadcast #3 (float32[2], root 0)\nranks called "
+                         "different collectives; every rank must pass the same shapes, dtypes, ops and roots, in the "
+                         "same order");
+  EXPECT_NE(messages[1].find("lockstep: rank 7: broadcast #3 (float32[2], root 0) failed after 2.0 s"), std::string::npos)
+      << messages[1];
+  EXPECT_NE(messages[1].find("rank 4: failed in all_reduce #3 (float32[2], Sum)"), std::string::npos) << messages[1];
+}
+
 // A CPU machine has no CUDA tensors to pass, but libtorch's meta device stands in for any
 // device the build does not move.
 TEST(Threads, TensorsOnAnotherDeviceOrOnTwoDevicesAreRefusedWithTheReason) {

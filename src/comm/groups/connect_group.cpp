@@ -85,15 +85,25 @@ std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::v
   } else {
     local = std::make_unique<SelfTransport>();
   }
-  if (p.hosts.size() == 1) return local;
+  // Shared memory has no store of its own: for device work that never finished, its ranks
+  // report through the world's, so that the watchdog names calls that differ over NCCL on
+  // one host as between hosts.
+  const auto reported = [&](std::unique_ptr<HostTransport> transport) {
+    if (auto store = world.failure_store(name)) {
+      transport->report_device_failures_through(
+          std::make_shared<FailureReports>(store, rank, static_cast<int>(members.size()), members));
+    }
+    return transport;
+  };
+  if (p.hosts.size() == 1) return reported(std::move(local));
 
   std::vector<int> leaders;
   for (const auto& host : p.hosts) leaders.push_back(members[host[0]]);
   std::unique_ptr<HostTransport> between_hosts;
   if (place.local == 0) between_hosts = world.connect_backend(leaders, name + "/leaders");
   const bool backend_checks = spec.backend == Backend::Mpi;
-  return std::make_unique<HierarchicalTransport>(rank, p.places, std::move(local), std::move(between_hosts),
-                                                 to_string(spec.backend), backend_checks);
+  return reported(std::make_unique<HierarchicalTransport>(rank, p.places, std::move(local), std::move(between_hosts),
+                                                          to_string(spec.backend), backend_checks));
 }
 
 }  // namespace

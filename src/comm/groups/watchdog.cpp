@@ -81,7 +81,7 @@ void Watchdog::check_device_work() {
   // Without an exchange before every call, this is where differing calls are named: the host
   // transport hears, where it can (a store), what the other ranks' watchdogs report.
   const std::string late = "did not finish on the device within " + seconds_of(timeout_) + " s";
-  if (const auto explained = host_.explain_failure(oldest.call, TimeoutError(late), elapsed, timeout_)) {
+  if (const auto explained = host_.explain_device_failure(oldest.call, TimeoutError(late), elapsed, timeout_)) {
     try {
       std::rethrow_exception(explained);
     } catch (const std::exception& e) {

@@ -1,8 +1,6 @@
 #include "comm/transports/gloo_transport.h"
 
 #include <cstdint>
-#include <iomanip>
-#include <sstream>
 
 #include <ATen/ATen.h>
 #include <gloo/allgather.h>
@@ -11,6 +9,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/reduce.h>
 
+#include "comm/transports/failure_reports.h"
 #include "comm/transports/reduce_kernels.h"
 #include "lockstep/error.h"
 
@@ -36,28 +35,15 @@ T* same_type(const at::Tensor& tensor, T*) {
   return static_cast<T*>(tensor.data_ptr());
 }
 
-// How long to wait for the other ranks' reports after a failure: they fail at about the
-// same moment when they disagreed, and never report when they died.
-constexpr std::chrono::milliseconds kReportGrace{2000};
-
-std::string hex(uint64_t value) {
-  std::ostringstream out;
-  out << std::hex << std::setw(16) << std::setfill('0') << value;
-  return out.str();
-}
-
 }  // namespace
 
 GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context,
                              std::shared_ptr<gloo::rendezvous::Store> store,
                              std::chrono::milliseconds timeout, std::vector<int> group_ranks)
-    : context_(std::move(context)),
-      store_(std::move(store)),
-      timeout_(timeout),
-      group_ranks_(std::move(group_ranks)) {}
-
-int GlooTransport::named(int context_rank) const {
-  return group_ranks_.empty() ? context_rank : group_ranks_.at(context_rank);
+    : context_(std::move(context)), timeout_(timeout) {
+  // Gloo's data path fails as a whole; the rendezvous store usually still answers.
+  report_failures_through(
+      std::make_shared<FailureReports>(std::move(store), context_->rank, context_->size, std::move(group_ranks)));
 }
 
 void GlooTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
@@ -121,50 +107,6 @@ void GlooTransport::all_gather_bytes(const void* input, void* output, size_t byt
   opts.setTag(tag);
   opts.setTimeout(timeout_);
   gloo::allgather(opts);
-}
-
-std::exception_ptr GlooTransport::explain_failure(const Call& call, const std::exception& failure,
-                                                  std::chrono::steady_clock::duration elapsed,
-                                                  std::chrono::milliseconds) {
-  // The data path failed, but the store usually still works: tell the others what this
-  // rank was doing and hear what they were doing.
-  const std::string mine = hex(call.fingerprint()) + call.describe();
-  const std::string key = "failure-";  // one per rank: a group fails only once
-  try {
-    store_->set(key + std::to_string(rank()), std::vector<char>(mine.begin(), mine.end()));
-  } catch (const std::exception&) {
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::min(kReportGrace, timeout_);
-  std::ostringstream others;
-  bool disagree = false;
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank()) continue;
-    others << "\n  rank " << named(r) << ": ";
-    try {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      store_->wait({key + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
-      const auto report = store_->get(key + std::to_string(r));
-      const std::string theirs(report.begin(), report.end());
-      disagree = disagree || theirs.compare(0, 16, mine, 0, 16) != 0;
-      others << "failed in " << theirs.substr(16);
-    } catch (const std::exception&) {
-      others << "no report (it died, is stuck outside lockstep, or is not at collective #"
-             << call.seq << ")";
-    }
-  }
-  const auto seconds = std::chrono::duration<double>(elapsed).count();
-  std::ostringstream message;
-  message << "lockstep: rank " << named(rank()) << ": " << call.describe() << " failed after "
-          << std::fixed << std::setprecision(1) << seconds << " s: " << failure.what()
-          << others.str();
-  if (disagree) {
-    message << "\nranks called different collectives; every rank must pass the same shapes, "
-               "dtypes, ops and roots, in the same order";
-    return std::make_exception_ptr(MismatchError(message.str()));
-  }
-  if (elapsed >= timeout_) return std::make_exception_ptr(TimeoutError(message.str()));
-  return std::make_exception_ptr(Error(message.str()));
 }
 
 }  // namespace lockstep

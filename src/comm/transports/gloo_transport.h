@@ -11,7 +11,8 @@
 namespace lockstep {
 
 /// Collectives over gloo's TCP transport. Every call's tag comes from its fingerprint, so
-/// ranks that disagree never exchange bytes: they time out, then compare notes via the store.
+/// ranks that disagree never exchange bytes: they time out, then compare notes via the store
+/// (FailureReports).
 class GlooTransport : public HostTransport {
  public:
   /// `group_ranks[r]` is how errors name the context's rank r (its rank in the user's group;
@@ -30,17 +31,10 @@ class GlooTransport : public HostTransport {
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
-  std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
-                                     std::chrono::steady_clock::duration elapsed,
-                                     std::chrono::milliseconds timeout) override;
 
  private:
-  int named(int context_rank) const;
-
   std::shared_ptr<gloo::Context> context_;
-  std::shared_ptr<gloo::rendezvous::Store> store_;
   std::chrono::milliseconds timeout_;
-  std::vector<int> group_ranks_;
 };
 
 }  // namespace lockstep

@@ -17,10 +17,17 @@ at::Tensor HostTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dty
 
 bool HostTransport::same_fingerprint_everywhere(uint64_t) { return true; }
 
-std::exception_ptr HostTransport::explain_failure(const Call&, const std::exception&,
-                                                  std::chrono::steady_clock::duration,
-                                                  std::chrono::milliseconds) {
-  return nullptr;
+std::exception_ptr HostTransport::explain_failure(const Call& call, const std::exception& failure,
+                                                  std::chrono::steady_clock::duration elapsed,
+                                                  std::chrono::milliseconds timeout) {
+  return reports_ ? reports_->explain(call, failure, elapsed, timeout) : nullptr;
+}
+
+std::exception_ptr HostTransport::explain_device_failure(const Call& call, const std::exception& failure,
+                                                         std::chrono::steady_clock::duration elapsed,
+                                                         std::chrono::milliseconds timeout) {
+  const auto& reports = reports_ ? reports_ : device_reports_;
+  return reports ? reports->explain(call, failure, elapsed, timeout) : nullptr;
 }
 
 }  // namespace lockstep

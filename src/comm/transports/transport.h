@@ -12,6 +12,7 @@
 #include <c10/core/Stream.h>
 
 #include "comm/calls/call.h"
+#include "comm/transports/failure_reports.h"
 #include "lockstep/comm/types.h"
 #include "lockstep/error.h"
 
@@ -68,12 +69,26 @@ class HostTransport : public Transport {
   /// ends the process when one outlives the timeout, rather than hang forever.
   virtual bool can_give_up() const { return true; }
 
-  /// A richer error than "rank R: call failed: what()" when the transport can still learn
-  /// what the other ranks did (through a store); null for the default wording. Safe to call
-  /// from the watchdog while a collective runs.
-  virtual std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
-                                             std::chrono::steady_clock::duration elapsed,
-                                             std::chrono::milliseconds timeout);
+  /// A richer error than "rank R: call failed: what()" for a failed call of this transport,
+  /// where the ranks can still learn what the others did (report_failures_through: gloo's
+  /// store); null for the default wording.
+  std::exception_ptr explain_failure(const Call& call, const std::exception& failure,
+                                     std::chrono::steady_clock::duration elapsed, std::chrono::milliseconds timeout);
+  /// The same for device work that never finished (the watchdog, while a collective may
+  /// run): through this transport's reports, or else the world's store
+  /// (report_device_failures_through: shared memory, whose own failures already name the
+  /// rank that died or stalled).
+  std::exception_ptr explain_device_failure(const Call& call, const std::exception& failure,
+                                            std::chrono::steady_clock::duration elapsed,
+                                            std::chrono::milliseconds timeout);
+  void report_failures_through(std::shared_ptr<const FailureReports> reports) { reports_ = std::move(reports); }
+  void report_device_failures_through(std::shared_ptr<const FailureReports> reports) {
+    device_reports_ = std::move(reports);
+  }
+
+ private:
+  std::shared_ptr<const FailureReports> reports_;
+  std::shared_ptr<const FailureReports> device_reports_;
 };
 
 /// A transport of one device type's memory (NCCL for CUDA), beside a group's host transport.

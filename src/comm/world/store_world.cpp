@@ -281,6 +281,10 @@ class StoreWorld : public World {
     return gather_through(*store_, spec(), key, mine);
   }
 
+  std::shared_ptr<gloo::rendezvous::Store> failure_store(const std::string& name) override {
+    return gloo_compat::prefix_store(name + "/failures", store_);
+  }
+
   std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks,
                                             const std::string& name) override {
     const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());

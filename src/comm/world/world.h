@@ -31,6 +31,9 @@ class World {
   /// exactly those ranks, with the same `name`, which no other connection has used.
   virtual std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks,
                                                     const std::string& name) = 0;
+  /// Where the ranks of group `name` report failures to each other (FailureReports): a part
+  /// of the world's store; null where the world has none (MPI, replicas).
+  virtual std::shared_ptr<gloo::rendezvous::Store> failure_store(const std::string& /*name*/) { return nullptr; }
 
  private:
   WorldSpec spec_;
