@@ -160,7 +160,7 @@ phase_test() {
     note "test: skipped, $reason"
     return 0
   fi
-  local state=$build/gpu-check-passed failed=() passed=0 skipped=0
+  local state=$build/gpu-check-passed failed=() passed=0
   touch "$state"
   local names
   names=$(ctest --test-dir "$build" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: //p')
