@@ -112,6 +112,14 @@ fi
 torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null || true)
 
+# Notes that PHASE skips, and why, where no GPU work can run here; false where it can.
+skipped_without_gpu() {
+  local reason
+  reason=$(no_gpu_reason)
+  [ -n "$reason" ] || return 1
+  note "$1: skipped, $reason"
+}
+
 phase_configure() {
   # A CUDA libtorch's CMake files look for nvcc: say so now rather than deep in configure.log.
   if [ -z "$(no_gpu_reason)" ] && ! command -v nvcc > /dev/null; then
@@ -154,12 +162,7 @@ phase_build() {
 }
 
 phase_test() {
-  local reason
-  reason=$(no_gpu_reason)
-  if [ -n "$reason" ]; then
-    note "test: skipped, $reason"
-    return 0
-  fi
+  skipped_without_gpu test && return 0
   local state=$build/gpu-check-passed failed=() passed=0
   touch "$state"
   local names
@@ -202,12 +205,7 @@ phase_install() {
 }
 
 phase_bench() {
-  local reason
-  reason=$(no_gpu_reason)
-  if [ -n "$reason" ]; then
-    note "bench: skipped, $reason"
-    return 0
-  fi
+  skipped_without_gpu bench && return 0
   local status=0
   {
     timeout 300 "$build/bench/gpu_train" || status=1

@@ -182,10 +182,7 @@ class NcclTransport : public DeviceTransport {
   void abort() override {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [index, device] : devices_) {
-      if (device && !device->aborted) {
-        device->aborted = true;
-        abort_within(device->comm);
-      }
+      if (device) abort_once(*device);
     }
   }
 
@@ -324,13 +321,15 @@ class NcclTransport : public DeviceTransport {
     if (!comm) return;
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [index, device] : devices_) {
-      if (device && device->comm == comm) {
-        if (device->aborted) return;
-        device->aborted = true;
-        break;
-      }
+      if (device && device->comm == comm) return abort_once(*device);
     }
-    abort_within(comm);
+    abort_within(comm);  // one that connect() never kept
+  }
+
+  static void abort_once(DeviceComm& device) {
+    if (device.aborted) return;
+    device.aborted = true;
+    abort_within(device.comm);
   }
 
   // Flushes what was queued, within the timeout, then frees the communicator; one that
