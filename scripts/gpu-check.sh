@@ -156,9 +156,20 @@ phase_build() {
   {
     echo "== libraries the built tool cannot find"
     ldd "$build/tools/lockstep" | grep "not found" || echo "none"
-    echo "== the order the loader searches gpu_tests' libraries in (libstdc++ before libtorch)"
+    echo "== the first libraries gpu_tests and liblockstep need (libstdc++ before libtorch, or none where it is linked statically)"
     readelf -d "$build/tests/gpu/gpu_tests" | grep NEEDED | sed -n 1,4p
+    readelf -d "$build"/src/liblockstep.so | grep NEEDED | sed -n 1,4p
   } >> "$out/environment.txt"
+  # The wheel's std::filesystem copies crash (src/CMakeLists.txt): no call of lockstep's or
+  # of a program linking it may bind to them. LD_BIND_NOW binds every call at load.
+  local to_torch
+  to_torch=$(LD_BIND_NOW=1 LD_DEBUG=bindings "$build/tests/gpu/gpu_tests" --gtest_list_tests 2>&1 > /dev/null |
+    grep -E "binding file [^ ]*(gpu_tests|liblockstep)[^ ]* .* to [^ ]*libtorch[^ ]* .*_ZN[^ ]*St10filesystem" || true)
+  if [ -n "$to_torch" ]; then
+    echo "$to_torch" > "$out/filesystem-bindings.txt"
+    note "build: failed: $(echo "$to_torch" | wc -l) std::filesystem calls bind to libtorch's copies, which crash (filesystem-bindings.txt)"
+    return 1
+  fi
 }
 
 phase_test() {

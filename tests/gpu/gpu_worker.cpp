@@ -113,7 +113,7 @@ int cpu_and_cuda() {
 int replicas_sharing_a_gpu() {
   try {
     lockstep::run_replicas(2, [&](lockstep::ProcessGroup) { run_ddp_scenario("equivalence", "", "cuda:0"); });
-  } catch (const lockstep::ConfigError& e) {
+  } catch (const lockstep::ReplicaError& e) {  // the ConfigError of the replica that found it
     std::cout << "refused: " << e.what() << std::endl;
     return 0;
   }

@@ -28,6 +28,7 @@ std::function<Env(int)> nccl_world(int n, Env extra = {}) {
     env["NCCL_HOSTID"] = "lockstep-test-rank-" + std::to_string(rank);
     env["NCCL_SOCKET_IFNAME"] = "lo";
     env["NCCL_IB_DISABLE"] = "1";
+    env["NCCL_DEBUG"] = "WARN";  // a failure's output then says NCCL's reason
     return env;
   };
 }

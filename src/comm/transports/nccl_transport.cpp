@@ -242,8 +242,10 @@ class NcclTransport : public DeviceTransport {
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     try {
-      settle(ncclCommInitRankConfig(&comm, size(), offers[0].id, rank(), &config), comm,
-             "making the NCCL communicator of " + device.str());
+      // Called before settle(): as one of its arguments, `comm` could be read before the
+      // call sets it (the order arguments are evaluated in is unspecified).
+      const ncclResult_t started = ncclCommInitRankConfig(&comm, size(), offers[0].id, rank(), &config);
+      settle(started, comm, "making the NCCL communicator of " + device.str());
     } catch (const Error& e) {
       if (shared.empty()) throw;
       throw Error(std::string(e.what()) + "\n" + shared + ": NCCL needs a GPU per rank. Give each rank its own device, "
