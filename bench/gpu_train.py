@@ -1,9 +1,12 @@
 """bench/gpu_train's job under PyTorch's Python DistributedDataParallel (NCCL on a GPU, gloo
-on the CPU), world 1: ResNet-50 (torchvision), batch 128, bf16 autocast, SGD with momentum,
-synthetic 224x224 images on the device. Prints the median images/s over timed windows.
+on the CPU): ResNet-50 (torchvision's, the architecture and parameters of lockstep's; both
+print their parameter count and tensors), batch 128 per worker, bf16 autocast, SGD with
+momentum, synthetic 224x224 images on the device. World 1 alone, or under torchrun for one
+worker per GPU. Prints the median images/s per worker over timed windows.
 
     python3 bench/gpu_train.py [--device cuda] [--model resnet50|cnn] [--batch 128]
                                [--image-size 224] [--steps 20] [--repeats 5] [--precision bf16]
+    torchrun --nproc-per-node GPUS bench/gpu_train.py ...
 """
 import argparse
 import os
@@ -38,10 +41,14 @@ def main() -> None:
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
     args = parser.parse_args()
 
-    device = torch.device(args.device)
-    store = os.path.join(tempfile.mkdtemp(), "store")
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"file://{store}",
-                            rank=0, world_size=1)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device(f"cuda:{local_rank % torch.cuda.device_count()}" if args.device == "cuda" else args.device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if "RANK" in os.environ:  # torchrun's
+        dist.init_process_group(backend)
+    else:
+        store = os.path.join(tempfile.mkdtemp(), "store")
+        dist.init_process_group(backend, init_method=f"file://{store}", rank=0, world_size=1)
     torch.manual_seed(0)
     model = make_model(args.model).to(device)
     images = torch.randn(args.batch, 3, args.image_size, args.image_size, device=device)
@@ -66,8 +73,13 @@ def main() -> None:
 
     window(3)  # warm-up
     rates = [window(args.steps) for _ in range(args.repeats)]
-    print(f"PyTorch DDP, world 1, {args.model}, batch {args.batch}, {args.precision} on {device}: "
-          f"{statistics.median(rates):.1f} images/s (median of {args.repeats} windows of {args.steps} steps)")
+    if dist.get_rank() == 0:
+        parameters = sum(p.numel() for p in model.parameters())
+        tensors = len(list(model.parameters()))
+        print(f"PyTorch DDP, {args.model} ({parameters} parameters in {tensors} tensors), batch {args.batch} per "
+              f"worker, {args.precision} on {device}, world {dist.get_world_size()}: "
+              f"{statistics.median(rates):.1f} images/s per worker (median of {args.repeats} windows of "
+              f"{args.steps} steps)")
     dist.destroy_process_group()
 
 

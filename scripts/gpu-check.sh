@@ -217,19 +217,28 @@ phase_install() {
 
 phase_bench() {
   skipped_without_gpu bench && return 0
-  local status=0
+  local status=0 gpus
+  gpus=$(nvidia-smi -L | wc -l)
   {
     timeout 300 "$build/bench/gpu_train" || status=1
     timeout 300 python3 bench/gpu_train.py || status=1
+    if [ "$gpus" -ge 2 ]; then  # world = GPUs, one worker each
+      timeout 300 "$build/tools/lockstep" run -n "$gpus" -- "$build/bench/gpu_train" || status=1
+      timeout 300 python3 -m torch.distributed.run --nproc-per-node "$gpus" bench/gpu_train.py || status=1
+    fi
     timeout 120 "$build/bench/gpu_allreduce" || status=1
     timeout 120 "$build/tools/lockstep" run -n 2 -- "$build/bench/gpu_allreduce" --transport staged || status=1
-    if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    if [ "$gpus" -ge 2 ]; then
       timeout 120 "$build/tools/lockstep" run -n 2 -- "$build/bench/gpu_allreduce" --transport nccl || status=1
     else
       echo "gpu_allreduce --transport nccl: skipped, NCCL needs a GPU per rank and this machine has one"
     fi
   } > "$out/gpu-bench.log" 2>&1
-  grep -E "images/s|GB/s|skipped|ratio|/ plain" "$out/gpu-bench.log" | sed 's/^/bench: /' | tee -a "$summary"
+  grep -E "images/s|GB/s|skipped|ratio|/ plain|parameters in" "$out/gpu-bench.log" | sed 's/^/bench: /' | tee -a "$summary"
+  # Like for like: lockstep's model and the Python one have the same parameters.
+  local models
+  models=$(grep -o "[0-9]* parameters in [0-9]* tensors" "$out/gpu-bench.log" | sort -u | wc -l)
+  [ "$models" -le 1 ] || { note "bench: lockstep's ResNet-50 and PyTorch's differ in parameters (gpu-bench.log)"; status=1; }
   [ $status -eq 0 ] || { note "bench: a benchmark failed (gpu-bench.log)"; return 1; }
 }
 

@@ -1,7 +1,9 @@
 // The `lockstep` command. Each subcommand registers its options and, when chosen, the action
 // main runs; main itself only parses and turns errors into one line and an exit status.
 #include <CLI/CLI.hpp>
+#include <c10/util/signal_handler.h>
 
+#include <csignal>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -85,6 +87,12 @@ std::string without_library_prefix(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(C10_SUPPORTS_FATAL_SIGNAL_HANDLERS)
+  // A worker that crashes (SIGSEGV, SIGBUS, SIGILL, SIGFPE) prints every thread's stack
+  // before it dies as it would have: the launcher's "killed by signal 11" alone names no code.
+  c10::FatalSignalHandler::getInstance().setPrintStackTracesOnFatalSignal(true);
+  std::signal(SIGINT, SIG_DFL);  // c10 takes Ctrl-C for a crash too; an interrupt prints no stacks
+#endif
   CLI::App app{"lockstep: data-parallel training for libtorch"};
   app.require_subcommand(1);
   Action chosen;

@@ -90,7 +90,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   // Also fails on every rank if the models differ.
   synchronize(*module_, options_.root(), options_.group());
   const double scale = gradient_scale(options_);
-  if (options_.group().size() == 1 && scale == 1.0) return;  // nothing to reduce: no hooks, no cost
+  // Nothing to reduce: no hooks, no cost. A hook of the user's still runs (it may do more
+  // than sum, and bench/gpu_train measures the reducer's cost with one).
+  if (options_.group().size() == 1 && scale == 1.0 && !options_.comm_hook()) return;
 
   std::vector<at::Tensor> parameters;
   std::vector<std::string> names;

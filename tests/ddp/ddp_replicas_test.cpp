@@ -103,6 +103,31 @@ TEST(DistributedDataParallelOnReplicas, LoadsTheBucketOrderLearnedInTheFirstBack
   EXPECT_EQ(wrong, std::vector<std::string>(2)) << wrong[0] << wrong[1];
 }
 
+// At world 1 a comm hook the user set still runs, once per bucket, and leaves the local
+// gradients; without one nothing is bucketed.
+TEST(DistributedDataParallelOnReplicas, AHookOfTheUsersRunsAtWorldOne) {
+  run_replicas(1, [&](ProcessGroup group) {
+    for (const bool with_hook : {true, false}) {
+      torch::manual_seed(0);
+      torch::nn::Linear model(4, 3);
+      int buckets = 0;
+      auto options = DDPOptions().group(group);
+      if (with_hook) {
+        options.comm_hook([&buckets, sum = allreduce_hook()](GradBucket& bucket) {
+          ++buckets;
+          return sum(bucket);
+        });
+      }
+      DistributedDataParallel ddp(model, options);
+      const auto input = torch::arange(8, torch::kFloat).reshape({2, 4});
+      model->forward(input).sum().backward();
+      EXPECT_EQ(buckets, with_hook ? 1 : 0);
+      EXPECT_TRUE(torch::equal(model->weight.grad(), input.sum(0).expand({3, 4})))
+          << model->weight.grad();
+    }
+  }, ReplicaOptions().timeout(std::chrono::seconds(20)));
+}
+
 // A CPU machine has one device, but libtorch's meta device stands in for a second: a model
 // split over two is refused on every replica before any collective, naming both.
 TEST(DistributedDataParallelOnReplicas, AModelOnTwoDevicesIsRefusedNamingBoth) {

@@ -180,6 +180,23 @@ TEST(TrainCommand, AWorkerKilledAtARandomStepRestartsAndEndsBitExact) {
   EXPECT_EQ(last_validation_loss(out), last_validation_loss(dir.path() + "/whole"));
 }
 
+// A worker that crashes prints every thread's stack before it dies, and the launcher names
+// the signal: enough to find the code without a debugger on the machine.
+TEST(TrainCommand, AWorkerThatCrashesPrintsItsStacks) {
+  TemporaryDirectory dir;
+  testing::ToolProcess run(small_job(dir.path() + "/crashed", {"-n", "2", "--mode", "processes"}));
+  ASSERT_TRUE(wait_for_output(run, "step 4/24")) << run.stdout_text() << run.stderr_text();
+  const auto workers = children_of(run.pid());
+  ASSERT_EQ(workers.size(), 2u);
+  kill(workers[1], SIGSEGV);
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(60)));
+  EXPECT_NE(run.exit_code(), 0);
+  const std::string err = run.stderr_text();
+  EXPECT_TRUE(contains(err, "SIGSEGV(11), PID: " + std::to_string(workers[1]))) << err;
+  EXPECT_TRUE(contains(err, "lockstep::")) << err;  // a frame of lockstep's own
+  EXPECT_TRUE(contains(err, "rank 1 (pid " + std::to_string(workers[1]) + ") was killed by signal 11")) << err;
+}
+
 // A worker that stops (SIGSTOP) is named as hung within the heartbeat timeout plus 10 s; the
 // job restarts when restarts are left and ends with status 124 otherwise.
 TEST(TrainCommand, AStoppedWorkerIsNamedAsHungThenRestartedOrTheJobEnds) {

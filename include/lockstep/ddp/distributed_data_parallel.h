@@ -36,7 +36,8 @@ struct DDPOptions {
   TORCH_ARG(bool, broadcast_buffers) = true;
   /// The rank whose parameters and buffers everyone starts from.
   TORCH_ARG(int, root) = 0;
-  /// How buckets are reduced; allreduce_hook() unless set.
+  /// How buckets are reduced; allreduce_hook() unless set. At world 1 without it nothing is
+  /// bucketed or reduced (no cost); a hook that is set runs at world 1 too, as in PyTorch.
   TORCH_ARG(CommHook, comm_hook);
   /// The ranks that train together (root is a rank in it); the default group unless set.
   TORCH_ARG(ProcessGroup, group);

@@ -398,6 +398,7 @@ Communicator::Outcome Communicator::execute(Task& task) {
     error = explain_failure(task.call, failure, std::chrono::steady_clock::now() - started);
     mark_failed(failure.what());
   }
+  if (error) wait_if_the_job_is_ending();  // the watchdog reports the failure that ended it
   {
     std::lock_guard<std::mutex> lock(running_mutex_);
     running_call_ = nullptr;

@@ -1,5 +1,6 @@
 #include "comm/groups/watchdog.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -14,7 +15,14 @@ std::string seconds_of(std::chrono::milliseconds timeout) {
   return text;
 }
 
+std::atomic<bool> job_ending{false};
+
 }  // namespace
+
+void wait_if_the_job_is_ending() {
+  if (!job_ending.load()) return;
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until end_job's _Exit
+}
 
 Watchdog::Watchdog(int rank, std::chrono::milliseconds timeout, HostTransport& host, const DeviceTransports& devices,
                    Running running)
@@ -43,7 +51,11 @@ void Watchdog::watch_device_work(const Call& call, std::shared_ptr<DeviceCall> d
 }
 
 void Watchdog::start() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { watch(); });
+  if (thread_.joinable()) return;
+  // A main() that returns while a watchdog ends the job must not exit with its own status.
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(wait_if_the_job_is_ending); });
+  thread_ = std::thread([this] { watch(); });
 }
 
 // The work it watches cannot be cancelled: ending the job is the only way not to hang forever.
@@ -107,6 +119,9 @@ void Watchdog::end_job(const std::string& why) {
     std::fprintf(stderr, "lockstep: rank %d: %s. Ending the job.\n", rank_, why.c_str());
   }
   std::fflush(stderr);
+  // Aborting lets the calls waiting on the device return, failed: their threads must not
+  // race this exit with an error or a status of their own. Each abort is bounded.
+  job_ending = true;
   for (const auto& [type, device] : devices_) device->abort();  // no kernel is left spinning on a GPU
   std::_Exit(EXIT_FAILURE);
 }

@@ -17,6 +17,11 @@
 
 namespace lockstep {
 
+/// Once a watchdog has begun ending the job, a thread that would go on to report a failure
+/// that ending caused (the peer it aborted for) or leave the process with a status of its
+/// own waits here for the watchdog's exit instead. Returns at once otherwise.
+void wait_if_the_job_is_ending();
+
 /// Ends the job, rather than let it hang forever, when work that nothing can interrupt
 /// outlives a group's timeout: a call on a host transport that cannot give up (MPI), or work
 /// queued on a device transport's stream (NCCL), which the host never waits for. Also ends
