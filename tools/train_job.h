@@ -40,7 +40,7 @@ struct TrainJob {
   std::string out;
   bool resume = false;
   uint64_t seed = 0;
-  int threads = 1;  // loader threads per worker
+  int threads = 1;  // loader threads per worker (more on GPUs: resolve_defaults)
   int64_t log_every = 50;
   int64_t checkpoint_every = 0;
   int keep = 3;
@@ -56,6 +56,7 @@ struct TrainJob {
   CLI::Option* mode_option = nullptr;
   CLI::Option* lr_option = nullptr;
   CLI::Option* weight_decay_option = nullptr;
+  CLI::Option* threads_option = nullptr;
 
   void add_options(CLI::App& command);
   // Fills the defaults that depend on other settings (the optimizer's learning rate).

@@ -1,5 +1,7 @@
 #include "launch/launch_options.h"
 
+#include <algorithm>
+
 #include "lockstep/error.h"
 
 namespace lockstep::launch {
@@ -61,6 +63,11 @@ void validate(const LaunchOptions& options) {
 std::string binding_by_default(const std::string& asked, bool gpu_job) {
   if (!asked.empty()) return asked;
   return gpu_job ? "none" : "";
+}
+
+int loader_threads_by_default(bool gpu_job, int cores, int workers_on_this_node) {
+  if (!gpu_job) return 1;
+  return std::clamp(cores / std::max(1, workers_on_this_node), 1, 8);
 }
 
 std::string master_addr_of(const LaunchOptions& options) { return options.master_addr.value_or("127.0.0.1"); }

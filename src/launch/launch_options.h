@@ -48,6 +48,12 @@ void validate(const LaunchOptions& options);
 /// default, a core each where there are enough, which training on the CPU measured to help.
 std::string binding_by_default(const std::string& asked, bool gpu_job);
 
+/// Loader threads per worker when a job asked for no number: on GPUs, this node's cores
+/// shared among its workers, 1 to 8 each (PyTorch's recipes give a GPU 4 to 8 loader
+/// workers; one thread cannot decode and augment fast enough to keep a GPU busy); on the
+/// CPU 1, since training's own threads use the cores.
+int loader_threads_by_default(bool gpu_job, int cores, int workers_on_this_node);
+
 /// MASTER_ADDR the workers get: --master-addr, or 127.0.0.1 on a single node.
 std::string master_addr_of(const LaunchOptions& options);
 

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/utils/clip_grad.h>
 
 #include "lockstep/error.h"
 #include "lockstep/comm/collectives.h"
@@ -16,6 +15,7 @@
 #include "lockstep/timeline.h"
 #include "lockstep/train/checkpoint.h"
 #include "train/autocast_guard.h"
+#include "train/clip_grad_norm.h"
 #include "train/distributed_checkpoint.h"
 #include "train/metric_sums.h"
 #include "train/signal_requests.h"
@@ -218,7 +218,7 @@ void Trainer::update() {
   State& s = *state_;
   timeline::Span span("optimizer step");
   if (s.options.clip_grad_norm()) {
-    torch::nn::utils::clip_grad_norm_(s.module->parameters(), *s.options.clip_grad_norm());
+    clip_grad_norm(s.module->parameters(), *s.options.clip_grad_norm());  // no host wait for the GPU
   }
   s.last_lr = s.scheduled_lr();
   for (auto& group : s.optimizer->param_groups()) group.options().set_lr(s.last_lr);

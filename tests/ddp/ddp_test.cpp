@@ -1,5 +1,6 @@
 // DistributedDataParallel as real processes (see ddp_worker.cpp), and its bucketing.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "ddp/bucket_assigner.h"
 #include "support/world.h"
@@ -60,6 +61,24 @@ TEST(DistributedDataParallel, UnusedParametersWithoutTheOptionAreNamed) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
     EXPECT_TRUE(contains(f.output, "got no gradient in this backward pass ('branch.bias', 'branch.weight')")) << f.output;
     EXPECT_TRUE(contains(f.output, "find_unused_parameters(true)")) << f.output;
+  }
+}
+
+// The reducer fills a bucket from a gradient with one mul_out where libtorch would copy_ and
+// then mul_ (gradient_reducer.cpp): the same bits, for the scales of 2 to 9 ranks, whatever
+// the gradient's strides.
+TEST(GradientReducer, OneKernelCopyInHasTheBitsOfCopyThenMul) {
+  torch::manual_seed(3);
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    const auto grad = torch::randn({64, 48}, torch::TensorOptions().dtype(dtype)).t();  // not contiguous
+    for (int world = 2; world <= 9; ++world) {
+      const double scale = 1.0 / world;
+      auto two_kernels = torch::empty({48, 64}, dtype);
+      two_kernels.copy_(grad).mul_(scale);
+      auto one_kernel = torch::empty({48, 64}, dtype);
+      at::mul_out(one_kernel, grad, at::scalar_tensor(scale, at::TensorOptions().dtype(dtype)));
+      EXPECT_TRUE(torch::equal(one_kernel, two_kernels)) << dtype << " at world " << world;
+    }
   }
 }
 

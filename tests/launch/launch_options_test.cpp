@@ -38,6 +38,14 @@ TEST(LaunchOptions, GpuJobsAreNotPinnedByDefaultAndAskedBindingIsKept) {
   EXPECT_EQ(binding_by_default("none", /*gpu_job=*/false), "none");
 }
 
+TEST(LaunchOptions, GpuJobsGetTheCoresSharedAmongTheirWorkersAsLoaderThreads) {
+  EXPECT_EQ(loader_threads_by_default(/*gpu_job=*/true, /*cores=*/16, /*workers_on_this_node=*/1), 8);
+  EXPECT_EQ(loader_threads_by_default(true, 16, 8), 2);
+  EXPECT_EQ(loader_threads_by_default(true, 16, 3), 5);
+  EXPECT_EQ(loader_threads_by_default(true, 4, 8), 1);
+  EXPECT_EQ(loader_threads_by_default(false, 16, 1), 1);
+}
+
 TEST(LaunchOptions, RejectionsNameTheOptionToFix) {
   LaunchOptions options = runnable();
   options.master_port = 70000;

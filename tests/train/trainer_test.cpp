@@ -21,9 +21,29 @@
 #include "lockstep/train/models.h"
 #include "lockstep/train/trainer.h"
 #include "support/tool_process.h"
+#include "train/clip_grad_norm.h"
 
 namespace lockstep::train {
 namespace {
+
+// The trainer's clipping is libtorch's clip_grad_norm_ bit for bit, without its .item().
+TEST(ClipGradNorm, HasTheBitsOfLibtorchsAndReturnsTheNormAsATensor) {
+  for (const double max_norm : {0.5, 1e6}) {  // clipping, and not
+    std::vector<torch::Tensor> ours, theirs;
+    torch::manual_seed(5);
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 4}, {7}, {2, 2, 5}}) {
+      ours.push_back(torch::zeros(shape, torch::requires_grad()));
+      ours.back().mutable_grad() = torch::randn(shape);
+      theirs.push_back(torch::zeros(shape, torch::requires_grad()));
+      theirs.back().mutable_grad() = ours.back().grad().clone();
+    }
+    ours.push_back(torch::zeros({2}, torch::requires_grad()));  // no gradient: left out, as by libtorch
+    const torch::Tensor norm = clip_grad_norm(ours, max_norm);
+    const double expected = torch::nn::utils::clip_grad_norm_(theirs, max_norm);
+    EXPECT_EQ(norm.item<double>(), expected);
+    for (size_t i = 0; i < theirs.size(); ++i) EXPECT_TRUE(torch::equal(ours[i].grad(), theirs[i].grad())) << i;
+  }
+}
 
 using testing::TemporaryDirectory;
 
