@@ -145,6 +145,10 @@ void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t ta
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
   for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t.view(-1));
   for (auto& [dtype, flat_parts] : by_dtype) {
+    if (flat_parts.size() == 1) {  // alone in its dtype: moved in place, no packing copies
+      if (flat_parts[0].numel() > 0) run(flat_parts[0], tag++);
+      continue;
+    }
     at::Tensor packed = at::cat(flat_parts);
     if (packed.numel() > 0) run(packed, tag++);
     int64_t offset = 0;

@@ -7,6 +7,11 @@
 // device, and the caching allocator is told every stream that uses a tensor.
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CachingHostAllocator.h>
@@ -27,6 +32,45 @@ namespace {
 void used_on(const at::Tensor& tensor, const c10::cuda::CUDAStream& stream) {
   c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), stream);
 }
+
+// CUDA events kept per device for reuse: creating and destroying the two or three a call
+// records costs about as much as the rest of a small call (PyTorch keeps them too, in its
+// CUDAEventCache). An event goes back once its call is destroyed, after every wait and
+// query of it. The pool is never freed: destroying events as the process exits, after CUDA
+// may have shut down, is not safe.
+class EventPool {
+ public:
+  using Lease = std::unique_ptr<at::cuda::CUDAEvent, void (*)(at::cuda::CUDAEvent*)>;
+
+  static Lease take(c10::DeviceIndex device) {
+    EventPool& pool = instance();
+    std::lock_guard<std::mutex> lock(pool.mutex_);
+    auto& free = pool.free_[device];
+    if (free.empty()) return Lease(new at::cuda::CUDAEvent(), give_back);
+    at::cuda::CUDAEvent* event = free.back();
+    free.pop_back();
+    return Lease(event, give_back);
+  }
+
+ private:
+  static EventPool& instance() {
+    static auto* pool = new EventPool();
+    return *pool;
+  }
+
+  static void give_back(at::cuda::CUDAEvent* event) {
+    if (!event->isCreated()) {  // never recorded: bound to no device yet
+      delete event;
+      return;
+    }
+    EventPool& pool = instance();
+    std::lock_guard<std::mutex> lock(pool.mutex_);
+    pool.free_[event->device_index()].push_back(event);
+  }
+
+  std::mutex mutex_;
+  std::map<c10::DeviceIndex, std::vector<at::cuda::CUDAEvent*>> free_;
+};
 
 bool is_capturing(const c10::cuda::CUDAStream& stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -52,9 +96,11 @@ class CudaDeviceCall : public DeviceCall {
         device_(tensors.front().device()),
         tensors_(std::move(tensors)),
         caller_stream_(c10::cuda::getCurrentCUDAStream(device_.index())),
-        captured_(is_capturing(caller_stream_)) {
+        captured_(is_capturing(caller_stream_)),
+        queued_(EventPool::take(device_.index())),
+        done_(EventPool::take(device_.index())) {
     c10::cuda::CUDAGuard on_device(device_);
-    queued_.record(caller_stream_);  // the tensors' producers
+    queued_->record(caller_stream_);  // the tensors' producers
   }
 
   std::vector<at::Tensor> run(DeviceTransport* device, HostTransport& host, const Body& body) override {
@@ -75,7 +121,7 @@ class CudaDeviceCall : public DeviceCall {
     return run_through_host(host, body);
   }
 
-  void order_current_stream() override { done_.block(c10::cuda::getCurrentCUDAStream(device_.index())); }
+  void order_current_stream() override { done_->block(c10::cuda::getCurrentCUDAStream(device_.index())); }
 
   bool device_work_pending() override {
     if (!on_transport_stream_ || captured_) return false;
@@ -83,13 +129,13 @@ class CudaDeviceCall : public DeviceCall {
     // would otherwise make a context on GPU 0, in every rank (as ProcessGroupNCCL's does).
     c10::cuda::CUDAGuard on_device(device_);
     RelaxedCapture relaxed;
-    return !done_.query();
+    return !done_->query();
   }
 
  private:
   // The device transport moves the device tensors on its stream.
   std::vector<at::Tensor> run_on(const c10::cuda::CUDAStream& stream, Transport& transport, const Body& body) {
-    queued_.block(stream);
+    queued_->block(stream);
     c10::cuda::CUDAStreamGuard on_stream(stream);
     std::vector<at::Tensor> tensors = tensors_;
     std::vector<at::Tensor> outputs = body(transport, tensors);
@@ -99,7 +145,7 @@ class CudaDeviceCall : public DeviceCall {
     for (const auto& output : outputs) {
       if (!is_one_of_the_tensors(output)) used_on(output, caller_stream_);
     }
-    done_.record(stream);
+    done_->record(stream);
     on_transport_stream_ = true;
     return outputs;
   }
@@ -107,7 +153,7 @@ class CudaDeviceCall : public DeviceCall {
   // The host transport moves pinned host copies; the results are copied back.
   std::vector<at::Tensor> run_through_host(HostTransport& transport, const Body& body) {
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
-    queued_.block(side);
+    queued_->block(side);
     c10::cuda::CUDAStreamGuard on_side(side);
     std::vector<at::Tensor> host;
     for (const auto& tensor : tensors_) {
@@ -115,9 +161,9 @@ class CudaDeviceCall : public DeviceCall {
       host.back().copy_(tensor, /*non_blocking=*/true);
       used_on(tensor, side);
     }
-    at::cuda::CUDAEvent copied_out;
-    copied_out.record(side);
-    copied_out.synchronize();  // this thread only: the caller's returned long ago
+    const EventPool::Lease copied_out = EventPool::take(device_.index());
+    copied_out->record(side);
+    copied_out->synchronize();  // this thread only: the caller's returned long ago
 
     std::vector<at::Tensor> moved = host;  // the body may move its tensors into its results
     const std::vector<at::Tensor> results = body(transport, moved);
@@ -134,7 +180,7 @@ class CudaDeviceCall : public DeviceCall {
       if (result.is_pinned()) keep_until_copied(result, side);
       outputs.push_back(target);
     }
-    done_.record(side);
+    done_->record(side);
     return outputs;
   }
 
@@ -167,8 +213,8 @@ class CudaDeviceCall : public DeviceCall {
   std::vector<at::Tensor> tensors_;
   c10::cuda::CUDAStream caller_stream_;
   bool captured_;  // the caller's stream is capturing a CUDA graph
-  at::cuda::CUDAEvent queued_;
-  at::cuda::CUDAEvent done_;
+  EventPool::Lease queued_;
+  EventPool::Lease done_;
   bool on_transport_stream_ = false;
 };
 
