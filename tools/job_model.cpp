@@ -10,7 +10,7 @@
 #include "lockstep/error.h"
 #include "lockstep/comm/replicas.h"
 #include "lockstep/ddp/scripted_module.h"
-#include "lockstep/ddp/sharded_optimizer.h"
+#include "lockstep/optim/sharded_optimizer.h"
 #include "lockstep/train/models.h"
 
 namespace lockstep::tools {

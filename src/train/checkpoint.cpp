@@ -8,12 +8,12 @@
 
 #include <torch/serialize.h>
 
-#include "ddp/optimizer_kinds.h"
-#include "ddp/optimizer_state_table.h"
-#include "lockstep/ddp/sharded_optimizer.h"
+#include "comm/tensors/encoding.h"
 #include "lockstep/error.h"
-#include "train/durable_file.h"
-#include "train/optimizer_shards.h"
+#include "optim/durable_file.h"
+#include "optim/optimizer_shards.h"
+#include "optim/state_files.h"
+#include "train/checkpoint_layout.h"
 
 namespace lockstep::train {
 namespace {
@@ -115,28 +115,6 @@ void check_same_tensors(const std::map<std::string, torch::Tensor>& saved, const
   }
 }
 
-void move_optimizer_state_to_parameters(torch::optim::Optimizer& optimizer) {
-  std::vector<torch::Tensor> params;
-  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
-  detail::visit_kind(optimizer, [&](auto kind) { detail::move_state_to_parameters<decltype(kind)>(optimizer, params); });
-}
-
-// The parameters whose optimizer state this process reads from a sharded checkpoint: a
-// ShardedOptimizer's own (the other ranks read theirs), every one for any other optimizer.
-std::vector<size_t> indices_to_read(torch::optim::Optimizer& optimizer) {
-  std::vector<size_t> indices;
-  if (const auto* sharding = dynamic_cast<const OptimizerSharding*>(&optimizer)) {
-    for (size_t i = 0; i < sharding->owners().size(); ++i) {
-      if (sharding->owners()[i] == sharding->group().rank()) indices.push_back(i);
-    }
-    return indices;
-  }
-  size_t count = 0;
-  for (const auto& group : optimizer.param_groups()) count += group.params().size();
-  for (size_t i = 0; i < count; ++i) indices.push_back(i);
-  return indices;
-}
-
 void copy_tensors(const std::map<std::string, torch::Tensor>& saved, std::map<std::string, torch::Tensor>& mine) {
   torch::NoGradGuard no_grad;
   for (auto& [key, tensor] : mine) tensor.copy_(saved.at(key));
@@ -158,19 +136,17 @@ std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::
   archive.write("batch", torch::tensor(state.position.batch));
   archive.write("step", torch::tensor(state.position.step));
   archive.write("world_size", torch::tensor(state.position.world_size));
-  const std::string& name = state.model_name;
-  archive.write("model_name", torch::tensor(std::vector<int64_t>(name.begin(), name.end()), torch::kInt64));
+  archive.write("model_name", detail::text_tensor(state.model_name));
   if (state.rng_states.defined()) archive.write("rng_states", state.rng_states);
   if (!state.bucket_order.empty()) archive.write("bucket_order", torch::tensor(state.bucket_order, torch::kInt64));
   torch::serialize::OutputArchive model_archive;
   for (const auto& [key, tensor] : model_tensors(model)) model_archive.write(key, tensor.detach());
   archive.write("model", model_archive);
-  const auto* sharding = dynamic_cast<const OptimizerSharding*>(&optimizer);
-  if (sharding != nullptr && !sharding->holds_all_state()) {
+  // Reading the state changes nothing; the optimizer's interfaces just are not const.
+  const optim::StateFiles state_files(const_cast<torch::optim::Optimizer&>(optimizer));
+  if (!state_files.holds_all_state()) {
     // Each rank has written its own shard (save_collectively): this file says where they are.
-    // options_of() hands out the options as mutable, but nothing is changed through them.
-    auto& readable = const_cast<torch::optim::Optimizer&>(optimizer);
-    shard_layout(readable, sharding->owners(), sharding->group().size()).write(archive);
+    state_files.layout().write(archive);
   } else {
     torch::serialize::OutputArchive optimizer_archive;
     optimizer.save(optimizer_archive);
@@ -178,8 +154,8 @@ std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::
   }
 
   const std::string final_path = path(state.position.step);
-  save_archive_atomically(archive, final_path);
-  sync_folder(folder_);  // makes the rename itself durable
+  optim::save_archive_atomically(archive, final_path);
+  optim::sync_folder(folder_);  // makes the rename itself durable
 
   const auto all = list();
   for (size_t i = 0; i + static_cast<size_t>(keep_) < all.size(); ++i) remove_with_shards(all[i]);
@@ -206,12 +182,12 @@ std::string CheckpointFolder::latest() const {
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  ShardLayout layout;
+  optim::ShardLayout layout;
   return load_checkpoint_and_layout(path, model, optimizer, layout);
 }
 
 CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::Module& model,
-                                           torch::optim::Optimizer& optimizer, ShardLayout& layout) {
+                                           torch::optim::Optimizer& optimizer, optim::ShardLayout& layout) {
   auto archive = open_checkpoint(path);
 
   CheckpointState state;
@@ -220,15 +196,10 @@ CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::M
   state.position.step = read_int(archive, "step", path);
   state.position.world_size = read_int(archive, "world_size", path);
   torch::Tensor name;
-  if (archive.try_read("model_name", name)) {
-    for (int64_t i = 0; i < name.numel(); ++i) state.model_name += static_cast<char>(name[i].item<int64_t>());
-  }
+  if (archive.try_read("model_name", name)) state.model_name = detail::text_of(name);
   archive.try_read("rng_states", state.rng_states);
   torch::Tensor order;
-  if (archive.try_read("bucket_order", order)) {
-    order = order.to(torch::kInt64).contiguous();
-    state.bucket_order.assign(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
-  }
+  if (archive.try_read("bucket_order", order)) state.bucket_order = detail::as_int64_vector(order);
 
   // Check every tensor before changing any, so that a checkpoint of another model leaves
   // this one as it was.
@@ -238,7 +209,8 @@ CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::M
   check_same_tensors(saved, mine, path + from);
 
   if (layout.read(archive)) {
-    read_optimizer_shards(path, state.position.step, layout, indices_to_read(optimizer), optimizer);
+    optim::read_optimizer_shards(path, state.position.step, layout, optim::StateFiles(optimizer).indices_to_read(),
+                                 optimizer);
   } else {
     torch::serialize::InputArchive optimizer_archive;
     if (!archive.try_read("optimizer", optimizer_archive)) throw DataError(path + ": not a lockstep checkpoint (no optimizer)");
@@ -247,7 +219,7 @@ CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::M
     } catch (const c10::Error& e) {
       throw DataError(path + ": its optimizer state does not fit this optimizer: " + e.what_without_backtrace());
     }
-    move_optimizer_state_to_parameters(optimizer);
+    optim::move_state_to_parameters(optimizer);
   }
   copy_tensors(saved, mine);
   return state;

@@ -8,14 +8,13 @@
 #include <mutex>
 
 #include "lockstep/comm/collectives.h"
-#include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
-#include "lockstep/ddp/sharded_optimizer.h"
 #include "lockstep/ddp/synchronize.h"
-#include "ddp/optimizer_kinds.h"
-#include "ddp/optimizer_state_table.h"
-#include "train/optimizer_shards.h"
+#include "comm/tensors/encoding.h"
+#include "lockstep/error.h"
+#include "optim/state_files.h"
+#include "train/checkpoint_layout.h"
 
 namespace lockstep::train {
 namespace {
@@ -57,74 +56,6 @@ void set_generator_states(torch::Device device, const torch::Tensor& row) {
   });
 }
 
-
-std::vector<int64_t> as_vector(const torch::Tensor& tensor) {
-  const torch::Tensor flat = tensor.to(torch::kInt64).contiguous();
-  return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
-}
-
-// Every rank throws the error of the first rank that had one (an empty `error`: none), so
-// that no rank goes on to a collective the others never reach.
-void throw_first_error(const std::string& error, const ProcessGroup& group) {
-  torch::Tensor first = torch::tensor({static_cast<int64_t>(error.empty() ? group.size() : group.rank())});
-  lockstep::all_reduce(first, ReduceOp::Min, group);
-  const int failed = static_cast<int>(first.item<int64_t>());
-  if (failed == group.size()) return;
-  auto message = torch::zeros({kMessageBytes}, torch::kUInt8);
-  std::memcpy(message.data_ptr(), error.data(), std::min<size_t>(error.size(), kMessageBytes - 1));
-  lockstep::broadcast(message, failed, group);
-  const std::string text(static_cast<const char*>(message.data_ptr()));
-  throw DataError(group.rank() == failed ? text : "rank " + std::to_string(failed) + ": " + text);
-}
-
-// The sharded optimizer of a run on more than one rank, else null. Every rank answers alike
-// (unlike holds_all_state(), which a consolidation or a load makes true on one rank).
-OptimizerSharding* sharded(torch::optim::Optimizer& optimizer) {
-  auto* sharding = dynamic_cast<OptimizerSharding*>(&optimizer);
-  return sharding != nullptr && sharding->group().size() > 1 ? sharding : nullptr;
-}
-
-// Rank 0's learning rates, betas, ... on every rank.
-void broadcast_options(torch::optim::Optimizer& optimizer, const ProcessGroup& group) {
-  detail::visit_kind(optimizer, [&](auto kind) {
-    using Kind = decltype(kind);
-    const auto options = detail::options_of<Kind>(optimizer);
-    torch::Tensor table = detail::options_table<Kind>(options);
-    lockstep::broadcast(table, 0, group);
-    detail::set_options<Kind>(options, table);
-  });
-}
-
-// After rank 0 loaded the checkpoint of `step` (its own parameters' optimizer state, or every
-// parameter's from a checkpoint without shards), every rank gets the state of its own.
-void resume_sharded_optimizer(OptimizerSharding& sharding, torch::optim::Optimizer& optimizer, const std::string& path,
-                              int64_t step, int64_t shards, const ShardLayout& layout, const ProcessGroup& group) {
-  if (shards == 0) {
-    sharding.distribute_state(0);
-  } else {
-    // Rank 0 checked the layout against this model; the others read their partitions by it.
-    torch::Tensor owners = group.rank() == 0 ? torch::tensor(layout.owners, torch::kInt64)
-                                             : torch::zeros({static_cast<int64_t>(sharding.owners().size())}, torch::kInt64);
-    lockstep::broadcast(owners, 0, group);
-    std::string error;
-    if (group.rank() != 0) {
-      ShardLayout theirs = shard_layout(optimizer, sharding.owners(), static_cast<int>(shards));
-      theirs.owners = as_vector(owners);
-      std::vector<size_t> mine;
-      for (size_t i = 0; i < sharding.owners().size(); ++i) {
-        if (sharding.owners()[i] == group.rank()) mine.push_back(i);
-      }
-      try {
-        read_optimizer_shards(path, step, theirs, mine, optimizer);
-      } catch (const Error& e) {
-        error = e.what();
-      }
-    }
-    throw_first_error(error, group);
-  }
-  broadcast_options(optimizer, group);
-}
-
 }  // namespace
 
 std::string save_collectively(const CheckpointFolder& folder, const TrainedState& state, const TrainingPosition& position,
@@ -135,17 +66,9 @@ std::string save_collectively(const CheckpointFolder& folder, const TrainedState
   lockstep::all_reduce(longest, ReduceOp::Max, state.group);
   row = torch::constant_pad_nd(row, {0, longest.item<int64_t>() - row.numel()});
   const auto rng_states = torch::stack(lockstep::all_gather(row, state.group));
-  if (const OptimizerSharding* sharding = sharded(state.optimizer)) {
-    // Every rank its own shard, at once; rank 0's file, which names them, only once all are on disk.
-    std::string error;
-    try {
-      write_optimizer_shard(folder.path(position.step), position.step, state.optimizer, sharding->owners(),
-                            state.group.rank(), state.group.size());
-    } catch (const Error& e) {
-      error = e.what();
-    }
-    throw_first_error(error, state.group);
-  }
+  const optim::StateFiles state_files(state.optimizer);
+  // Every rank its own shard, at once; rank 0's file, which names them, only once all are on disk.
+  if (state_files.sharded()) state_files.write_shard(folder.path(position.step), position.step);
   if (state.group.rank() != 0) return "";
   return folder.save(state.model, state.optimizer,
                      CheckpointState{position, model_name, rng_states, state.ddp.bucket_order()});
@@ -158,7 +81,7 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
   auto header = torch::zeros({9}, torch::kInt64);
   auto message = torch::zeros({kMessageBytes}, torch::kUInt8);
   CheckpointState loaded;
-  ShardLayout layout;
+  optim::ShardLayout layout;
   if (state.group.rank() == 0) {
     const std::string path = folder.latest();
     if (!path.empty()) {
@@ -188,15 +111,15 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
     throw DataError(state.group.rank() == 0 ? text : "rank 0 could not resume: " + text);
   }
   lockstep::synchronize(state.model, 0, state.group);
-  if (OptimizerSharding* sharding = sharded(state.optimizer)) {
-    resume_sharded_optimizer(*sharding, state.optimizer, folder.path(h[3]), h[3], h[8], layout, state.group);
+  if (const optim::StateFiles state_files(state.optimizer); state_files.sharded()) {
+    state_files.resume_from_rank_zero(folder.path(h[3]), h[3], h[8], layout);
   } else {
     lockstep::synchronize(state.optimizer, 0, state.group);
   }
   if (h[7] > 0) {
     torch::Tensor order = state.group.rank() == 0 ? torch::tensor(loaded.bucket_order, torch::kInt64) : torch::zeros({h[7]}, torch::kInt64);
     lockstep::broadcast(order, 0, state.group);
-    state.ddp.load_bucket_order(as_vector(order));
+    state.ddp.load_bucket_order(detail::as_int64_vector(order));
   }
   const TrainingPosition position{h[1], h[2], h[3], h[4]};
   if (h[5] > 0 && position.world_size == state.group.size()) {

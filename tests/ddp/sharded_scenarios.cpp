@@ -10,8 +10,8 @@
 
 #include <torch/torch.h>
 
-#include "ddp/optimizer_kinds.h"
-#include "ddp/optimizer_state_table.h"
+#include "optim/optimizer_kinds.h"
+#include "optim/optimizer_state_table.h"
 #include "lockstep/lockstep.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "ddp/optimizer_state_table.h"
+#include "optim/optimizer_state_table.h"
 #include "lockstep/lockstep.h"
 #include "lockstep/train/checkpoint.h"
 #include "support/world.h"

@@ -1,36 +1,21 @@
-#include "train/optimizer_shards.h"
+#include "optim/optimizer_shards.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 
-#include "ddp/optimizer_kinds.h"
-#include "ddp/optimizer_state_table.h"
+#include "comm/tensors/encoding.h"
 #include "lockstep/error.h"
-#include "train/durable_file.h"
+#include "optim/durable_file.h"
+#include "optim/optimizer_kinds.h"
+#include "optim/optimizer_state_table.h"
 
-namespace lockstep::train {
+namespace lockstep::optim {
 namespace {
 
 // Written into every shard, so that another file is recognised as not being one.
 constexpr int64_t kShardFormat = 1;
-
-torch::Tensor text_tensor(const std::string& text) {
-  return torch::tensor(std::vector<int64_t>(text.begin(), text.end()), torch::kInt64);
-}
-
-std::string text_of(const torch::Tensor& tensor) {
-  std::string text;
-  const torch::Tensor flat = tensor.to(torch::kInt64).contiguous();
-  for (int64_t i = 0; i < flat.numel(); ++i) text += static_cast<char>(flat.data_ptr<int64_t>()[i]);
-  return text;
-}
-
-std::vector<int64_t> as_vector(const torch::Tensor& tensor) {
-  const torch::Tensor flat = tensor.to(torch::kInt64).contiguous();
-  return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
-}
 
 std::vector<torch::Tensor> parameters_of(torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> params;
@@ -80,7 +65,7 @@ void read_state(torch::serialize::InputArchive& shard, const std::string& file, 
   using StateMap = std::decay_t<decltype(state)>;
   torch::Tensor listed;
   if (!shard.try_read("parameters", listed)) throw DataError(file + ": not a lockstep optimizer shard (no parameter list)");
-  const std::vector<int64_t> held = as_vector(listed);
+  const std::vector<int64_t> held = detail::as_int64_vector(listed);
   for (size_t i : indices) {
     const auto key = detail::state_key<StateMap>(params[i]);
     state.erase(key);
@@ -123,10 +108,10 @@ torch::serialize::InputArchive open_shard(const std::string& file, int64_t step,
     throw DataError(file + ": not a lockstep optimizer shard");
   }
   if (written_step.item<int64_t>() != step || written_rank.item<int64_t>() != rank ||
-      written_world.item<int64_t>() != layout.world_size || text_of(kind) != layout.kind) {
+      written_world.item<int64_t>() != layout.world_size || detail::text_of(kind) != layout.kind) {
     throw DataError(file + ": written for step " + std::to_string(written_step.item<int64_t>()) + " by rank " +
                     std::to_string(written_rank.item<int64_t>()) + " of " + std::to_string(written_world.item<int64_t>()) +
-                    " (" + text_of(kind) + "), not for this checkpoint of step " + std::to_string(step));
+                    " (" + detail::text_of(kind) + "), not for this checkpoint of step " + std::to_string(step));
   }
   return shard;
 }
@@ -135,7 +120,7 @@ torch::serialize::InputArchive open_shard(const std::string& file, int64_t step,
 
 void ShardLayout::write(torch::serialize::OutputArchive& archive) const {
   torch::serialize::OutputArchive layout;
-  layout.write("kind", text_tensor(kind));
+  layout.write("kind", detail::text_tensor(kind));
   layout.write("world_size", torch::tensor(world_size));
   layout.write("owners", torch::tensor(owners, torch::kInt64));
   layout.write("options", options);
@@ -150,9 +135,9 @@ bool ShardLayout::read(torch::serialize::InputArchive& archive) {
   layout.read("world_size", world);
   layout.read("owners", owner_list);
   layout.read("options", options);
-  kind = text_of(kind_text);
+  kind = detail::text_of(kind_text);
   world_size = world.item<int64_t>();
-  owners = as_vector(owner_list);
+  owners = detail::as_int64_vector(owner_list);
   return true;
 }
 
@@ -182,7 +167,7 @@ void write_optimizer_shard(const std::string& checkpoint, int64_t step, torch::o
   shard.write("step", torch::tensor(step));
   shard.write("rank", torch::tensor(static_cast<int64_t>(rank)));
   shard.write("world_size", torch::tensor(static_cast<int64_t>(world_size)));
-  shard.write("kind", text_tensor(kind_of(optimizer)));
+  shard.write("kind", detail::text_tensor(kind_of(optimizer)));
   const auto params = parameters_of(optimizer);
   detail::visit_kind(optimizer, [&](auto kind) { write_state<decltype(kind)>(shard, optimizer, params, owners, rank); });
   const std::string path = optimizer_shard_path(checkpoint, rank, world_size);
@@ -222,4 +207,4 @@ void read_optimizer_shards(const std::string& checkpoint, int64_t step, const Sh
   });
 }
 
-}  // namespace lockstep::train
+}  // namespace lockstep::optim

@@ -1,4 +1,4 @@
-#include "lockstep/ddp/sharded_optimizer.h"
+#include "lockstep/optim/sharded_optimizer.h"
 
 #include <algorithm>
 #include <numeric>
@@ -7,11 +7,12 @@
 #include <c10/util/Type.h>
 #include <torch/utils.h>
 
-#include "ddp/optimizer_kinds.h"
-#include "ddp/optimizer_state_table.h"
-#include "ddp/synchronize_parts.h"
+#include "comm/tensors/broadcast_into.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
+#include "optim/optimizer_kinds.h"
+#include "optim/optimizer_state_table.h"
+#include "optim/param_groups.h"
 
 namespace lockstep {
 namespace {

@@ -4,17 +4,14 @@
 #include <string>
 #include <vector>
 
-#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
-
-#include "lockstep/train/checkpoint.h"
 
 // A ShardedOptimizer's state in a checkpoint. Beside rank 0's `step-N.pt`, each rank that
 // trained writes `step-N.optimizer-R-of-W.pt`: the state of the parameters it owned. Rank
 // 0's file records the layout (ShardLayout), so that the state of any parameter can be read
 // back at any world size: each rank reads the shards holding its new partition.
-namespace lockstep::train {
+namespace lockstep::optim {
 
 /// What rank 0's checkpoint says of the optimizer's shards.
 struct ShardLayout {
@@ -46,10 +43,4 @@ void write_optimizer_shard(const std::string& checkpoint, int64_t step, torch::o
 void read_optimizer_shards(const std::string& checkpoint, int64_t step, const ShardLayout& layout,
                            const std::vector<size_t>& indices, torch::optim::Optimizer& optimizer);
 
-/// load_checkpoint, also giving the checkpoint's shard layout (world_size 0 when its
-/// optimizer state is in the file itself). Into a ShardedOptimizer of more than one rank it
-/// reads the state of this rank's parameters only: each rank reads its own.
-CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::Module& model,
-                                           torch::optim::Optimizer& optimizer, ShardLayout& layout);
-
-}  // namespace lockstep::train
+}  // namespace lockstep::optim

@@ -1,9 +1,9 @@
-#include "lockstep/ddp/distributed_optimizer.h"
+#include "lockstep/optim/distributed_optimizer.h"
 
 #include <ATen/ATen.h>
 #include <torch/utils.h>
 
-#include "ddp/tensors_by_device.h"
+#include "comm/tensors/tensors_by_device.h"
 
 namespace lockstep::detail {
 

@@ -1,4 +1,4 @@
-#include "train/durable_file.h"
+#include "optim/durable_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include "lockstep/error.h"
 
-namespace lockstep::train {
+namespace lockstep::optim {
 namespace {
 
 void sync_to_disk(const std::string& path, int flags) {
@@ -36,4 +36,4 @@ void save_archive_atomically(torch::serialize::OutputArchive& archive, const std
 
 void sync_folder(const std::string& folder) { sync_to_disk(folder, O_RDONLY | O_DIRECTORY); }
 
-}  // namespace lockstep::train
+}  // namespace lockstep::optim
