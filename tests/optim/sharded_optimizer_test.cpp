@@ -1,4 +1,4 @@
-// ShardedOptimizer (ZeRO stage 1) as real processes (ddp_worker) and as replicas on threads:
+// ShardedOptimizer (ZeRO stage 1) as real processes (optim_worker) and as replicas on threads:
 // SGD with momentum, Adam and AdamW, plainly, with no_sync() every other step and with
 // clipping, plus RMSprop and Adagrad, 20 steps each under a changing learning rate: every
 // parameter has the bits that DDP with the unsharded optimizer gives, each rank holds the
@@ -13,7 +13,7 @@ namespace lockstep::testing {
 namespace {
 
 std::vector<std::string> outputs_of_processes(int n, const std::string& scenario) {
-  const auto ranks = run_processes(n, {DDP_WORKER, scenario}, tcp_world(n, {{"LOCKSTEP_TIMEOUT", "30"}}));
+  const auto ranks = run_processes(n, {OPTIM_WORKER, scenario}, tcp_world(n, {{"LOCKSTEP_TIMEOUT", "30"}}));
   std::vector<std::string> outputs;
   for (size_t r = 0; r < ranks.size(); ++r) {
     EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
