@@ -196,8 +196,8 @@ void GradientReducer::start_gradient_wait() {
   waiting_since_ = std::chrono::steady_clock::now();
   recording_wait_ = timeline::detail::on();
   if (recording_wait_) {
-    timeline::detail::record(timeline_rank_, timeline::detail::Track::training, 'B', "gradient wait",
-                             timeline::detail::now_us(timeline_rank_));
+    namespace tl = timeline::detail;
+    tl::record(timeline_rank_, tl::Track::training, 'B', tl::event::kGradientWait, tl::now_us(timeline_rank_));
   }
 }
 
@@ -259,9 +259,12 @@ void GradientReducer::finish_backward() {
     if (recording) {
       // From ready to reduced, as this rank saw it: launched, then its future waited for.
       const int64_t bytes = bucket.buffer.numel() * static_cast<int64_t>(bucket.buffer.element_size());
-      tl::record(timeline_rank_, tl::Track::buckets, 'X', "bucket " + std::to_string(b), bucket.launched_us,
-                 tl::now_us(timeline_rank_), "\"bucket\": " + std::to_string(b) + ", \"bytes\": " + std::to_string(bytes) +
-                 ", \"parameters\": " + std::to_string(bucket.members.size()));
+      tl::record(timeline_rank_, tl::Track::buckets, 'X', tl::event::bucket(b), bucket.launched_us,
+                 tl::now_us(timeline_rank_),
+                 tl::Args()
+                     .add(tl::key::kBucket, static_cast<int64_t>(b))
+                     .add(tl::key::kBytes, bytes)
+                     .add(tl::key::kParameters, static_cast<int64_t>(bucket.members.size())));
     }
     if (!reduced.is_same(bucket.buffer)) bucket.buffer.copy_(reduced);
     for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
@@ -278,7 +281,7 @@ void GradientReducer::finish_backward() {
   }
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
   waiting_ = false;
-  if (recording) tl::record(timeline_rank_, tl::Track::training, 'E', "gradient wait", tl::now_us(timeline_rank_));
+  if (recording) tl::record(timeline_rank_, tl::Track::training, 'E', tl::event::kGradientWait, tl::now_us(timeline_rank_));
   if (!rebuilt_) rebuild_buckets_in_arrival_order();
   if (options_.after_backward) options_.after_backward();
 }

@@ -130,10 +130,12 @@ class Recorder {
   void write_metadata(std::FILE* file, int rank, double offset_us) {
     const std::string name = "rank " + std::to_string(rank) + " on " + host_name();
     std::fprintf(file,
+                 "{\"name\": %s, \"ph\": \"M\", \"pid\": %d, \"args\": {\"%s\": %d}},\n"
                  "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": %s, "
-                 "\"clock_offset_us\": %.3f}},\n"
+                 "\"%s\": %.3f}},\n"
                  "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
-                 rank, quoted(name).c_str(), offset_us, rank, rank);
+                 quoted(event::kFormat).c_str(), rank, key::kVersion, format::kFormatVersion, rank,
+                 quoted(name).c_str(), key::kClockOffsetUs, offset_us, rank, rank);
     for (Track track : {Track::training, Track::buckets, Track::collectives, Track::marks}) {
       std::fprintf(file, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
                    rank, static_cast<int>(track), track_name(track));
@@ -220,6 +222,14 @@ TestClockOffset test_clock_offset() {
 
 }  // namespace
 
+const std::string& prefix_from_environment() {
+  static const std::string prefix = [] {
+    const char* value = std::getenv("LOCKSTEP_TIMELINE");
+    return std::string(value != nullptr ? value : "");
+  }();
+  return prefix;
+}
+
 double now_us(int rank) {
   static const TestClockOffset shifted = test_clock_offset();
   const double us =
@@ -228,8 +238,8 @@ double now_us(int rank) {
 }
 
 void record(int rank, Track track, char phase, const std::string& name, double start_us, double end_us,
-            const std::string& args) {
-  recorder().append(Event{rank, track, phase, name, start_us, end_us, args});
+            const Args& args) {
+  recorder().append(Event{rank, track, phase, name, start_us, end_us, args.json()});
 }
 
 std::string quoted(const std::string& text) {

@@ -2,13 +2,18 @@
 
 #include <atomic>
 #include <string>
+#include <type_traits>
 
-// What lockstep's own code records into the timeline (include/lockstep/timeline.h). Times
-// are microseconds of the steady clock, which every process of a host shares; the writer
-// moves each rank's onto rank 0's clock.
+#include "timeline/events.h"
+
+// What lockstep's own code records into the timeline (include/lockstep/timeline.h), in the
+// format of timeline/events.h. Times are microseconds of the steady clock, which every
+// process of a host shares; the writer moves each rank's onto rank 0's clock.
 namespace lockstep::timeline::detail {
 
-enum class Track : int { training = 1, buckets = 2, collectives = 3, marks = 4 };
+using format::Track;
+namespace event = format::event;
+namespace key = format::key;
 
 // Process-wide by nature, like the clock it reads: recording must cost one load when off,
 // without a recorder passed through every layer.
@@ -19,12 +24,37 @@ inline bool on() { return recording.load(std::memory_order_relaxed); }
 /// This rank's clock now, in microseconds (LOCKSTEP_TEST_CLOCK_OFFSET_US shifts one rank's).
 double now_us(int rank);
 
-/// A span from `start_us` to `end_us` ("X"), a span's begin ("B") or end ("E"), or an instant
-/// ("i", at start_us). `args` is the inside of a JSON object ("\"bytes\": 512"), or empty.
-void record(int rank, Track track, char phase, const std::string& name, double start_us, double end_us = 0,
-            const std::string& args = "");
+/// LOCKSTEP_TIMELINE: the prefix every rank of a job records under, "" when unset. Read
+/// once, here: init() starts the timeline by it, and the Trainer leaves its own off then.
+const std::string& prefix_from_environment();
 
 /// "\"text\"" with JSON's escapes.
 std::string quoted(const std::string& text);
+
+/// An event's args, key by key (keys from events.h): Args().add(key::kBytes, 512).
+class Args {
+ public:
+  template <typename Integer, std::enable_if_t<std::is_integral_v<Integer>, int> = 0>
+  Args& add(const char* key, Integer value) {
+    return add_json(key, std::to_string(value));
+  }
+  Args& add(const char* key, double value) { return add_json(key, std::to_string(value)); }
+  Args& add(const char* key, const std::string& value) { return add_json(key, quoted(value)); }
+  /// The inside of a JSON object ("\"bytes\": 512"), or empty.
+  const std::string& json() const { return json_; }
+
+ private:
+  Args& add_json(const char* key, const std::string& value) {
+    json_ += (json_.empty() ? "\"" : ", \"") + std::string(key) + "\": " + value;
+    return *this;
+  }
+
+  std::string json_;
+};
+
+/// A span from `start_us` to `end_us` ("X"), a span's begin ("B") or end ("E"), or an instant
+/// ("i", at start_us).
+void record(int rank, Track track, char phase, const std::string& name, double start_us, double end_us = 0,
+            const Args& args = Args());
 
 }  // namespace lockstep::timeline::detail

@@ -6,11 +6,16 @@
 #include <tuple>
 
 #include "lockstep/error.h"
+#include "timeline/events.h"
 
 namespace lockstep::timeline::detail {
 namespace {
 
-constexpr int kTrainingTrack = 1, kCollectivesTrack = 3;
+namespace event = format::event;
+namespace key = format::key;
+
+constexpr int kTrainingTrack = static_cast<int>(format::Track::training);
+constexpr int kCollectivesTrack = static_cast<int>(format::Track::collectives);
 
 double median_of(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -84,18 +89,18 @@ std::map<int, RankEvents> by_rank(const nlohmann::json& events) {
 std::vector<StepSplit> steps_of(const RankEvents& rank) {
   std::vector<StepSplit> steps;
   for (const auto& step : rank.spans) {
-    if (step.name != "step") continue;
+    if (step.name != event::kStep) continue;
     StepSplit s;
-    s.step = step.args.value("step", static_cast<int64_t>(steps.size() + 1));
+    s.step = step.args.value(key::kStep, static_cast<int64_t>(steps.size() + 1));
     double forward = 0, backward = 0, wait = 0, optimizer = 0;
     for (const auto& span : rank.spans) {
       if (span.start < step.start || span.end > step.end || &span == &step) continue;
       const double ms = (span.end - span.start) / 1000;
-      if (span.name == "data wait") s.data += ms;
-      if (span.name == "forward") forward += ms;
-      if (span.name == "backward") backward += ms;
-      if (span.name == "gradient wait") wait += ms;
-      if (span.name == "optimizer step") optimizer += ms;
+      if (span.name == event::kDataWait) s.data += ms;
+      if (span.name == event::kForward) forward += ms;
+      if (span.name == event::kBackward) backward += ms;
+      if (span.name == event::kGradientWait) wait += ms;
+      if (span.name == event::kOptimizerStep) optimizer += ms;
     }
     s.compute = std::max(0.0, forward + backward - wait + optimizer);
     s.exposed = wait;
@@ -112,8 +117,8 @@ std::vector<Straggler> stragglers_of(const nlohmann::json& events, const Summary
   for (const auto& e : events) {
     if (e.value("ph", "") != "X" || e.value("tid", 0) != kCollectivesTrack || !e.contains("args")) continue;
     const auto& args = e["args"];
-    const double called = e.value("ts", 0.0) - args.value("queued_us", 0.0);
-    calls[{e.value("name", ""), args.value("group", ""), args.value("seq", int64_t{-1})}].emplace_back(e.value("pid", 0),
+    const double called = e.value("ts", 0.0) - args.value(key::kQueuedUs, 0.0);
+    calls[{e.value("name", ""), args.value(key::kGroup, ""), args.value(key::kSeq, int64_t{-1})}].emplace_back(e.value("pid", 0),
                                                                                                      called);
   }
   struct Tally {

@@ -6,6 +6,7 @@
 
 #include "lockstep/error.h"
 #include "lockstep/timeline.h"
+#include "timeline/events.h"
 #include "timeline/trace_file.h"
 
 namespace lockstep::timeline {
@@ -23,6 +24,15 @@ nlohmann::json read_trace(const std::string& path) {
   if (parsed.is_discarded()) throw DataError(path + ": not a timeline (its JSON does not parse)");
   if (parsed.is_object() && parsed.contains("traceEvents")) parsed = parsed["traceEvents"];
   if (!parsed.is_array()) throw DataError(path + ": not a timeline (no array of trace events)");
+  // Files from before the format had a version are version 1.
+  for (const auto& event : parsed) {
+    if (event.value("ph", "") != "M" || event.value("name", "") != format::event::kFormat) continue;
+    const int version = event.value("args", nlohmann::json::object()).value(format::key::kVersion, 0);
+    if (version > format::kFormatVersion) {
+      throw DataError(path + ": a timeline of format " + std::to_string(version) + ", newer than this lockstep reads (" +
+                      std::to_string(format::kFormatVersion) + "); read it with the lockstep that wrote it");
+    }
+  }
   return parsed;
 }
 

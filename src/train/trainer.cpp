@@ -201,14 +201,14 @@ StepOutput Trainer::train_step(const data::Batch& host_batch) {
   s.optimizer->zero_grad();
   torch::Tensor output, loss;
   {
-    timeline::Span span("forward");
+    timeline::Span span(timeline::format::event::kForward);
     AutocastGuard autocast(s.device.type(), s.options.autocast_bf16());
     output = s.forward(batch.images);
     loss = s.loss(output, batch.labels);
     s.slow.sleep_in("compute");
   }
   {
-    timeline::Span span("backward");
+    timeline::Span span(timeline::format::event::kBackward);
     loss.backward();  // DistributedDataParallel averages the gradients across ranks here
   }
   return {output.detach(), loss.detach()};
@@ -216,7 +216,7 @@ StepOutput Trainer::train_step(const data::Batch& host_batch) {
 
 void Trainer::update() {
   State& s = *state_;
-  timeline::Span span("optimizer step");
+  timeline::Span span(timeline::format::event::kOptimizerStep);
   if (s.options.clip_grad_norm()) {
     clip_grad_norm(s.module->parameters(), *s.options.clip_grad_norm());  // no host wait for the GPU
   }
@@ -258,8 +258,7 @@ class FitTimeline {
  public:
   FitTimeline(bool wanted, const std::string& out_dir, const ProcessGroup& group) : group_(group) {
     // Every rank decides alike: by its options and the environment, which ranks share.
-    const char* recording = std::getenv("LOCKSTEP_TIMELINE");
-    if (!wanted || out_dir.empty() || (recording != nullptr && *recording != '\0')) return;
+    if (!wanted || out_dir.empty() || !timeline::detail::prefix_from_environment().empty()) return;
     folder_ = std::filesystem::path(out_dir);
     timeline::start((folder_ / "timeline" / "trace").string(), group_);
     owned_ = true;
@@ -305,7 +304,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
   const ProcessGroup& group = o.ddp().group();
   const TrainedState trained{module(), optimizer(), *s.ddp, s.device, group};
   auto save = [&](int64_t epoch, int64_t batch) {
-    timeline::Span span("checkpoint");
+    timeline::Span span(timeline::format::event::kCheckpoint);
     if (writes) save_collectively(folder, trained, {epoch, batch, s.step, group.size()}, o.model_name());
   };
 
@@ -354,9 +353,9 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
       const uint64_t first_collective = tracing ? collectives_called(group) : 0;
       if (tracing) {
         // The step holds the wait for its batch: begun where that wait began.
-        tl::record(trace_rank, tl::Track::training, 'B', "step", step_started_us, 0,
-                   "\"step\": " + std::to_string(s.step + 1));
-        tl::record(trace_rank, tl::Track::training, 'X', "data wait", step_started_us, tl::now_us(trace_rank));
+        tl::record(trace_rank, tl::Track::training, 'B', tl::event::kStep, step_started_us, 0,
+                   tl::Args().add(tl::key::kStep, s.step + 1));
+        tl::record(trace_rank, tl::Track::training, 'X', tl::event::kDataWait, step_started_us, tl::now_us(trace_rank));
       }
       const auto compute_started = Clock::now();
       const data::Batch batch = on_device(*host_batch, s.device);
@@ -386,10 +385,11 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
       }
       if (tracing) {
         // The collectives the comm layer counted in this step, by sequence number.
-        tl::record(trace_rank, tl::Track::training, 'E', "step", tl::now_us(trace_rank), 0,
-                   "\"first_collective\": " + std::to_string(first_collective) + ", \"collectives\": " +
-                       std::to_string(collectives_called(group) - first_collective) + ", \"buckets\": " +
-                       std::to_string(s.ddp->buckets().size()));
+        tl::record(trace_rank, tl::Track::training, 'E', tl::event::kStep, tl::now_us(trace_rank), 0,
+                   tl::Args()
+                       .add(tl::key::kFirstCollective, static_cast<int64_t>(first_collective))
+                       .add(tl::key::kCollectives, static_cast<int64_t>(collectives_called(group) - first_collective))
+                       .add(tl::key::kBuckets, static_cast<int64_t>(s.ddp->buckets().size())));
       }
       if (stop) {
         s.flush();
@@ -402,7 +402,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     }
     if (!s.interval.empty()) s.log_interval(train.waited());
     if (validation != nullptr) {
-      timeline::Span span("validation");
+      timeline::Span span(timeline::format::event::kValidation);
       result.validation = evaluate(*validation);
       s.emit(*result.validation);
     }

@@ -196,6 +196,29 @@ TEST(Timeline, ClocksAQuarterSecondApartLineUpWithinAMillisecond) {
   EXPECT_LT(gaps[gaps.size() / 2], 25000) << "median gap in microseconds";
 }
 
+// Every file says which format it is in; one of a newer format is refused naming it, and
+// a file from before the format had a version reads as version 1.
+TEST(Timeline, FilesRecordTheirFormatAndANewerOneIsRefusedNamingTheFile) {
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/run";
+  ASSERT_EQ(train_with_timeline(out).exit_code, 0);
+  const Json events = read_json(out + "/timeline.json");  // merged: each rank's metadata kept
+  const auto format = std::find_if(events.begin(), events.end(), [](const Json& e) { return e["name"] == "lockstep_timeline"; });
+  ASSERT_NE(format, events.end());
+  EXPECT_EQ((*format)["args"]["version"], 1);
+
+  const std::string newer = dir.path() + "/newer.json", older = dir.path() + "/older.json";
+  std::ofstream(newer) << R"([{"name": "lockstep_timeline", "ph": "M", "pid": 0, "args": {"version": 99}}])";
+  std::ofstream(older) << R"([{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "rank 0 on a"}}])";
+  const std::string merged = dir.path() + "/merged.json";
+  const auto refused = run_process({LOCKSTEP_TOOL, "timeline", "merge", merged, older, newer});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_TRUE(contains(refused.output, newer + ": a timeline of format 99, newer than this lockstep reads (1)"))
+      << refused.output;
+  const auto read = run_process({LOCKSTEP_TOOL, "timeline", "merge", merged, older});
+  EXPECT_EQ(read.exit_code, 0) << read.output;
+}
+
 // `lockstep plot` draws the summary: one bar of three parts per step, in an SVG that parses.
 TEST(Timeline, PlotDrawsAValidSvgOfThreePartsPerStep) {
   TemporaryDirectory dir;

@@ -12,11 +12,11 @@
 #include <c10/core/GradMode.h>
 
 #include "comm/calls/averaging.h"
+#include "comm/groups/call_observer.h"
 #include "comm/transports/device_call.h"
 #include "comm/calls/work_state.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
-#include "timeline/recorder.h"
 
 namespace lockstep {
 namespace {
@@ -286,7 +286,8 @@ Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::fu
   }
   if (stopping_) throw Error("lockstep: the process group is shutting down");
   call.seq = next_seq_++;
-  const double queued_us = timeline::detail::on() ? timeline::detail::now_us(timeline_rank_) : 0;
+  detail::CallObserver* observer = detail::call_observer();
+  const double queued_us = observer != nullptr && observer->watching() ? observer->now_us(timeline_rank_) : 0;
   if (blocking && queue_.empty() && !busy_) {
     // Here: no thread hand-off for the common synchronous call, and no state for another
     // thread to wait on.
@@ -373,7 +374,8 @@ void Communicator::worker_loop() {
 
 Communicator::Outcome Communicator::execute(Task& task) {
   const auto started = coarse_now();
-  const double started_us = timeline::detail::on() ? timeline::detail::now_us(timeline_rank_) : 0;
+  detail::CallObserver* observer = detail::call_observer();
+  const double started_us = observer != nullptr && observer->watching() ? observer->now_us(timeline_rank_) : 0;
   {
     std::lock_guard<std::mutex> lock(running_mutex_);
     running_call_ = &task.call;
@@ -407,35 +409,22 @@ Communicator::Outcome Communicator::execute(Task& task) {
     std::lock_guard<std::mutex> lock(running_mutex_);
     running_call_ = nullptr;
   }
-  if (started_us > 0 && timeline::detail::on()) record_in_timeline(task, started_us, error);
+  if (started_us > 0 && observer->watching()) tell_observer(*observer, task, started_us, error);
   return outcome;
 }
 
-void Communicator::record_in_timeline(const Task& task, double started_us, const std::exception_ptr& error) const {
-  namespace tl = timeline::detail;
-  const Call& call = task.call;
-  int64_t bytes = 0;
-  std::string dtypes;
-  for (size_t i = 0; i < call.shapes.size(); ++i) {
-    int64_t elements = 1;
-    for (int64_t d : call.shapes[i]) elements *= d;
-    bytes += elements * static_cast<int64_t>(c10::elementSize(call.dtypes[i]));
-    const std::string dtype = dtype_name(call.dtypes[i]);
-    if (dtypes.find(dtype) == std::string::npos) dtypes += (dtypes.empty() ? "" : ",") + dtype;
-  }
-  const double ended_us = tl::now_us(timeline_rank_);
-  const std::string args = "\"seq\": " + std::to_string(call.seq) + ", \"group\": " + tl::quoted(timeline_group_) +
-                           ", \"transport\": " + tl::quoted(transport_name()) + ", \"dtype\": " + tl::quoted(dtypes) +
-                           ", \"bytes\": " + std::to_string(bytes) + ", \"queued_us\": " +
-                           std::to_string(task.queued_us > 0 ? started_us - task.queued_us : 0.0);
-  tl::record(timeline_rank_, tl::Track::collectives, 'X', to_string(call.kind), started_us, ended_us, args);
-  if (!error) return;
+void Communicator::tell_observer(detail::CallObserver& observer, const Task& task, double started_us,
+                                 const std::exception_ptr& error) const {
+  const double ended_us = observer.now_us(timeline_rank_);
+  const detail::CallSeen seen{task.call, timeline_rank_, timeline_group_, transport_name(), task.queued_us, started_us,
+                              ended_us, nullptr};
+  if (!error) return observer.call_ended(seen);
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    const bool mismatch = dynamic_cast<const MismatchError*>(&e) != nullptr;
-    tl::record(timeline_rank_, tl::Track::marks, 'i', mismatch ? "mismatch" : "collective failed", ended_us, 0,
-               "\"what\": " + tl::quoted(e.what()));
+    detail::CallSeen failed = seen;
+    failed.error = &e;
+    observer.call_ended(failed);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/groups/call_observer.h"
 #include "comm/calls/call.h"
 #include "comm/transports/device_call.h"
 #include "comm/transports/transport.h"
@@ -86,7 +87,7 @@ class Communicator {
     Call call;
     Body body;
     std::shared_ptr<detail::WorkState> state;  // null for a blocking call run on the spot
-    double queued_us = 0;  // when it was called, for the timeline
+    double queued_us = 0;  // when it was called, on the call observer's clock (0: none watched)
   };
 
   /// What running a task gave: its outputs, or its error.
@@ -102,7 +103,8 @@ class Communicator {
   /// submit() for a collective on `tensors`, which may be on a device (comm/transports/device_call.h).
   Work submit_on(std::vector<at::Tensor> tensors, Call&& call, TensorBody body, bool blocking);
   Outcome execute(Task& task);
-  void record_in_timeline(const Task& task, double started_us, const std::exception_ptr& error) const;
+  void tell_observer(detail::CallObserver& observer, const Task& task, double started_us,
+                     const std::exception_ptr& error) const;
   void run_queued_through(detail::WorkState& state);
   /// Runs `count` tasks, in order, on this thread as the one collective runner, each
   /// finishing its work's state, or with none, returning the last one's outcome; `lock`

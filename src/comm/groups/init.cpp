@@ -5,12 +5,11 @@
 
 #include <mpi.h>
 
+#include "comm/groups/call_observer.h"
 #include "comm/transports/device_call.h"
 #include "comm/world/environment.h"
 #include "comm/groups/process_group.h"
 #include "lockstep/error.h"
-#include "lockstep/timeline.h"
-#include "timeline/recorder.h"
 #include "lockstep/comm/init.h"
 
 namespace lockstep {
@@ -104,24 +103,6 @@ void remember_group(const std::shared_ptr<GroupState>& group) {
   sub_groups.push_back(group);
 }
 
-void start_timeline_from_environment() {
-  const char* prefix = std::getenv("LOCKSTEP_TIMELINE");
-  if (prefix == nullptr || *prefix == '\0') return;
-  timeline::start(prefix);
-  // A job the launcher restarted: where the new attempt begins, and why the last one ended
-  // (a worker that died, or one that missed its heartbeats).
-  const char* restarts = std::getenv("LOCKSTEP_RESTART_COUNT");
-  if (restarts != nullptr && std::string(restarts) != "0") {
-    const char* reason = std::getenv("LOCKSTEP_RESTART_REASON");
-    const std::string why = reason != nullptr ? reason : "";
-    const bool hung = why.find("missed its heartbeats") != std::string::npos;
-    const int rank = lockstep::rank();
-    timeline::detail::record(rank, timeline::detail::Track::marks, 'i', hung ? "restart: heartbeats missed" : "restart",
-                             timeline::detail::now_us(rank), 0,
-                             "\"attempt\": " + std::string(restarts) + ", \"why\": " + timeline::detail::quoted(why));
-  }
-}
-
 }  // namespace detail
 
 void init(const InitOptions& options) {
@@ -147,12 +128,12 @@ void init(const InitOptions& options) {
     std::lock_guard<std::mutex> lock(group_mutex);
     world_group = std::move(group);
   }
-  detail::start_timeline_from_environment();
+  if (auto* observer = detail::call_observer()) observer->joined();
 }
 
 void shutdown() {
   refuse_on_replicas("shutdown");
-  if (timeline::enabled()) timeline::stop();
+  if (auto* observer = detail::call_observer()) observer->leaving();
   leave(/*gracefully=*/true);
 }
 

@@ -39,10 +39,6 @@ ReplicaContext* current_replica();
 /// saying to call init() when there is none.
 GroupState& default_group_state();
 
-/// Starts this rank's timeline when LOCKSTEP_TIMELINE=PREFIX is set: after init() joins,
-/// and in each replica before its body (every rank together: it measures clocks).
-void start_timeline_from_environment();
-
 /// Every group of the current init() or replica still in use (new_group adds them; shutdown,
 /// or the replica's return, ends them).
 void remember_group(const std::shared_ptr<GroupState>& group);

@@ -16,10 +16,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 
+#include "comm/groups/call_observer.h"
 #include "comm/groups/process_group.h"
 #include "comm/world/cpu_topology.h"
 #include "comm/world/replica_world.h"
-#include "lockstep/timeline.h"
 
 namespace lockstep {
 namespace {
@@ -61,9 +61,10 @@ std::exception_ptr run_replica(int index, const std::shared_ptr<ReplicaSet>& rep
   try {
     replica.group = detail::make_world_group(
         std::make_shared<ReplicaWorld>(replicas, index, options.debug()));
-    detail::start_timeline_from_environment();
+    detail::CallObserver* observer = detail::call_observer();
+    if (observer != nullptr) observer->joined();
     body(ProcessGroup(replica.group));
-    if (timeline::enabled()) timeline::stop();
+    if (observer != nullptr) observer->leaving();
     replicas->finish(index);
   } catch (...) {
     error = std::current_exception();
