@@ -1,12 +1,10 @@
 #pragma once
 
-#include <functional>
-
 #include <CLI/CLI.hpp>
 
-namespace lockstep::tools {
+#include "action.h"
 
-using Action = std::function<int()>;
+namespace lockstep::tools {
 
 /// `lockstep datasets`: lists the registry's datasets and whether each can be read.
 void add_datasets_command(CLI::App& app, Action& chosen);

@@ -2,7 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "data_commands.h"
+#include "action.h"
 
 namespace lockstep::tools {
 
