@@ -17,10 +17,8 @@
 #include "train/autocast_guard.h"
 #include "train/clip_grad_norm.h"
 #include "train/distributed_checkpoint.h"
+#include "train/fit_steps.h"
 #include "train/metric_sums.h"
-#include "train/signal_requests.h"
-#include "train/straggler_watch.h"
-#include "comm/groups/process_group.h"
 #include "timeline/recorder.h"
 
 namespace lockstep::train {
@@ -108,7 +106,7 @@ struct Trainer::State {
   std::chrono::duration<double> waited_before{0};  // the train loader's waited() when the interval began
   MetricSums interval;
   SlowRank slow = SlowRank::from_environment();
-  std::unique_ptr<StragglerWatch> watch;  // while a timeline records
+  std::unique_ptr<StragglerNotices> stragglers;  // while a timeline records
 
   Record record(const std::string& phase) const {
     Record r;
@@ -140,8 +138,8 @@ struct Trainer::State {
     r.values.emplace_back("samples_per_second", seconds > 0 ? samples / seconds : 0);
     r.values.emplace_back("lr", last_lr);
     r.values.emplace_back("data_wait", seconds > 0 ? (waited - waited_before).count() / seconds : 0);
-    if (watch) {
-      for (const auto& value : watch->interval_means()) r.values.push_back(value);
+    if (stragglers) {
+      for (const auto& value : stragglers->watch().interval_means()) r.values.push_back(value);
     }
     emit(r);
     interval.clear();
@@ -294,30 +292,65 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 }  // namespace
 
-FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* validation) {
-  State& s = *state_;
-  const TrainerOptions& o = s.options;
-  s.steps_per_epoch = static_cast<int64_t>(train.batches_per_epoch());
-  s.total_steps = o.epochs() * s.steps_per_epoch;
-  const bool writes = !o.out_dir().empty();
-  const CheckpointFolder folder((std::filesystem::path(o.out_dir()) / "checkpoints").string(), o.keep_checkpoints());
-  const ProcessGroup& group = o.ddp().group();
-  const TrainedState trained{module(), optimizer(), *s.ddp, s.device, group};
-  auto save = [&](int64_t epoch, int64_t batch) {
-    timeline::Span span(timeline::format::event::kCheckpoint);
-    if (writes) save_collectively(folder, trained, {epoch, batch, s.step, group.size()}, o.model_name());
-  };
-
+// One fit(): resumes, opens the sinks and the timeline, then runs epochs of steps with the
+// per-step observers and the checkpoint policy around each.
+struct Trainer::FitRun {
+  Trainer& trainer;
+  State& s;
+  const TrainerOptions& o;
+  const ProcessGroup& group;
+  const bool writes;
+  const CheckpointFolder folder;
+  const TrainedState trained;
   TrainingPosition start;
-  if (o.resume() && writes) {
+  std::optional<FitTimeline> fit_timeline;
+  std::unique_ptr<TimelineSteps> timeline_steps;
+  std::vector<StepObserver*> observers;
+  std::optional<CheckpointPolicy> policy;
+
+  FitRun(Trainer& t, data::PrefetchLoader& train)
+      : trainer(t),
+        s(*t.state_),
+        o(s.options),
+        group(o.ddp().group()),
+        writes(!o.out_dir().empty()),
+        folder((std::filesystem::path(o.out_dir()) / "checkpoints").string(), o.keep_checkpoints()),
+        trained{t.module(), t.optimizer(), *s.ddp, s.device, group} {
+    s.steps_per_epoch = static_cast<int64_t>(train.batches_per_epoch());
+    s.total_steps = o.epochs() * s.steps_per_epoch;
+    resume();
+    open_file_sinks();
+    fit_timeline.emplace(o.timeline(), o.out_dir(), group);
+    if (timeline::enabled()) {
+      State& state = s;  // outlives this fit(), as the straggler notices do
+      timeline_steps = std::make_unique<TimelineSteps>(group, [&state] { return state.ddp->buckets().size(); });
+      s.stragglers = std::make_unique<StragglerNotices>(group, [&state](const std::string& notice) {
+        Record r = state.record("notice");
+        r.message = notice;
+        state.emit(r);
+      });
+      observers = {timeline_steps.get(), s.stragglers.get()};
+    } else {
+      s.stragglers.reset();
+    }
+    policy.emplace(group, o.handle_signals(), o.checkpoint_every(), o.stop_after_step());
+    s.step = start.step;
+    s.started = s.interval_started = Clock::now();
+    s.waited_before = train.waited();
+  }
+
+  void resume() {
+    if (!o.resume() || !writes) return;
     if (const auto resumed = resume_collectively(folder, trained)) {
       start = *resumed;
       // On another world size the batches of an epoch differ: restart the epoch in progress.
       if (start.world_size != group.size()) start.batch = 0;
     }
   }
-  // Only now, so that a checkpoint that cannot be resumed leaves the run folder as it was.
-  if (writes && group.rank() == 0 && !s.file_sinks_added) {
+
+  // Only after resume(), so that a checkpoint that cannot be resumed leaves the run folder as it was.
+  void open_file_sinks() {
+    if (!writes || group.rank() != 0 || s.file_sinks_added) return;
     const std::filesystem::path out(o.out_dir());
     std::filesystem::create_directories(out);
     s.sinks.push_back(json_lines_sink((out / "metrics.jsonl").string()));
@@ -327,78 +360,58 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     s.file_sinks_added = true;
   }
 
-  FitTimeline fit_timeline(o.timeline(), o.out_dir(), group);
-  namespace tl = timeline::detail;
-  const bool tracing = timeline::enabled();
-  const int trace_rank = lockstep::rank();
-  s.watch = tracing ? std::make_unique<StragglerWatch>(group) : nullptr;
+  void save(int64_t epoch, int64_t batch) {
+    timeline::Span span(timeline::format::event::kCheckpoint);
+    if (writes) save_collectively(folder, trained, {epoch, batch, s.step, group.size()}, o.model_name());
+  }
 
-  std::optional<SignalRequests> signals;
-  if (o.handle_signals()) signals.emplace();
-  s.step = start.step;
-  s.started = s.interval_started = Clock::now();
-  s.waited_before = train.waited();
-  FitResult result;
-  for (s.epoch = start.epoch; s.epoch < o.epochs(); ++s.epoch) {
-    train.set_epoch(s.epoch, s.epoch == start.epoch ? static_cast<size_t>(start.batch) : 0);
-    module().train();
-    int64_t batch_in_epoch = s.epoch == start.epoch ? start.batch : 0;
+  // The epoch's steps from `batch_in_epoch`; the decision that stopped it, if one did.
+  std::optional<CheckpointPolicy::Decision> run_epoch(data::PrefetchLoader& train, int64_t batch_in_epoch) {
     for (;;) {
-      const double step_started_us = tracing ? tl::now_us(trace_rank) : 0;
+      const double fetch_started_us = timeline_steps ? timeline::detail::now_us(lockstep::rank()) : 0;
       const auto fetch_started = Clock::now();
       auto host_batch = train.next();
-      if (!host_batch) break;
+      if (!host_batch) return std::nullopt;
       s.slow.sleep_in("data");
-      const double data_seconds = seconds_since(fetch_started);
-      const uint64_t first_collective = tracing ? collectives_called(group) : 0;
-      if (tracing) {
-        // The step holds the wait for its batch: begun where that wait began.
-        tl::record(trace_rank, tl::Track::training, 'B', tl::event::kStep, step_started_us, 0,
-                   tl::Args().add(tl::key::kStep, s.step + 1));
-        tl::record(trace_rank, tl::Track::training, 'X', tl::event::kDataWait, step_started_us, tl::now_us(trace_rank));
-      }
+      StepTimes times{s.step + 1, seconds_since(fetch_started)};
+      for (auto* observer : observers) observer->batch_arrived(times.step, fetch_started_us);
       const auto compute_started = Clock::now();
       const data::Batch batch = on_device(*host_batch, s.device);
-      const StepOutput out = train_step(batch);
-      update();
+      const StepOutput out = trainer.train_step(batch);
+      trainer.update();
       ++batch_in_epoch;
-      if (s.watch) {
-        const double waited_for_gradients = s.ddp->last_gradient_wait_seconds();
-        s.watch->add_step(data_seconds, seconds_since(compute_started) - waited_for_gradients, waited_for_gradients);
-        const std::string notice = s.watch->take_notice();
-        if (!notice.empty()) {
-          Record r = s.record("notice");
-          r.message = notice;
-          s.emit(r);
-        }
-      }
+      times.compute_seconds = seconds_since(compute_started);
+      times.gradient_wait_seconds = s.ddp->last_gradient_wait_seconds();
+      for (auto* observer : observers) observer->updated(times);
       s.interval.add(out.output, batch.labels, out.loss);
       if (s.step % o.log_every() == 0) s.log_interval(train.waited());
-      const SignalRequests::Asked asked = signals ? signals->agree(group) : SignalRequests::Asked();
-      const bool stop = asked.stop || (o.stop_after_step() > 0 && s.step >= o.stop_after_step());
-      if (stop || asked.checkpoint || (o.checkpoint_every() > 0 && s.step % o.checkpoint_every() == 0)) {
-        save(s.epoch, batch_in_epoch);
-      }
-      if (asked.checkpoint && !stop && writes && group.rank() == 0) {
+      const auto decision = policy->after_step(s.step);
+      if (decision.save) save(s.epoch, batch_in_epoch);
+      if (decision.asked_by_signal && !decision.stop && writes && group.rank() == 0) {
         std::cerr << "lockstep: wrote the checkpoint of step " << s.step << " that SIGUSR1 asked for; training goes on"
                   << std::endl;
       }
-      if (tracing) {
-        // The collectives the comm layer counted in this step, by sequence number.
-        tl::record(trace_rank, tl::Track::training, 'E', tl::event::kStep, tl::now_us(trace_rank), 0,
-                   tl::Args()
-                       .add(tl::key::kFirstCollective, static_cast<int64_t>(first_collective))
-                       .add(tl::key::kCollectives, static_cast<int64_t>(collectives_called(group) - first_collective))
-                       .add(tl::key::kBuckets, static_cast<int64_t>(s.ddp->buckets().size())));
-      }
-      if (stop) {
-        s.flush();
-        fit_timeline.finish();
-        result.steps = s.step;
-        result.stopped_early = true;
-        result.preempted = asked.stop;
-        return result;
-      }
+      for (auto* observer : observers) observer->step_ended(s.step);
+      if (decision.stop) return decision;
+    }
+  }
+};
+
+FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* validation) {
+  FitRun run(*this, train);
+  State& s = *state_;
+  FitResult result;
+  for (s.epoch = run.start.epoch; s.epoch < s.options.epochs(); ++s.epoch) {
+    const bool resumed_epoch = s.epoch == run.start.epoch;
+    train.set_epoch(s.epoch, resumed_epoch ? static_cast<size_t>(run.start.batch) : 0);
+    module().train();
+    if (const auto stopped = run.run_epoch(train, resumed_epoch ? run.start.batch : 0)) {
+      s.flush();
+      run.fit_timeline->finish();
+      result.steps = s.step;
+      result.stopped_early = true;
+      result.preempted = stopped->preempted;
+      return result;
     }
     if (!s.interval.empty()) s.log_interval(train.waited());
     if (validation != nullptr) {
@@ -406,10 +419,10 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
       result.validation = evaluate(*validation);
       s.emit(*result.validation);
     }
-    save(s.epoch + 1, 0);
+    run.save(s.epoch + 1, 0);
     s.flush();
   }
-  fit_timeline.finish();
+  run.fit_timeline->finish();
   result.steps = s.step;
   result.seconds = std::chrono::duration<double>(Clock::now() - s.started).count();
   return result;

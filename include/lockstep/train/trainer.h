@@ -137,6 +137,7 @@ class Trainer {
 
  private:
   struct State;
+  struct FitRun;  // one fit(): where it starts, what it does around each step
   std::unique_ptr<State> state_;
 };
 

@@ -1,0 +1,55 @@
+#include "train/fit_steps.h"
+
+#include "comm/groups/process_group.h"
+#include "lockstep/comm/init.h"
+#include "timeline/recorder.h"
+
+namespace lockstep::train {
+
+namespace tl = timeline::detail;
+
+TimelineSteps::TimelineSteps(ProcessGroup group, std::function<size_t()> buckets)
+    : group_(std::move(group)), buckets_(std::move(buckets)), rank_(lockstep::rank()) {}
+
+void TimelineSteps::batch_arrived(int64_t step, double fetch_started_us) {
+  first_collective_ = collectives_called(group_);
+  // The step holds the wait for its batch: begun where that wait began.
+  tl::record(rank_, tl::Track::training, 'B', tl::event::kStep, fetch_started_us, 0, tl::Args().add(tl::key::kStep, step));
+  tl::record(rank_, tl::Track::training, 'X', tl::event::kDataWait, fetch_started_us, tl::now_us(rank_));
+}
+
+void TimelineSteps::step_ended(int64_t /*step*/) {
+  // The collectives the comm layer counted in this step, by sequence number.
+  tl::record(rank_, tl::Track::training, 'E', tl::event::kStep, tl::now_us(rank_), 0,
+             tl::Args()
+                 .add(tl::key::kFirstCollective, static_cast<int64_t>(first_collective_))
+                 .add(tl::key::kCollectives, static_cast<int64_t>(collectives_called(group_) - first_collective_))
+                 .add(tl::key::kBuckets, static_cast<int64_t>(buckets_())));
+}
+
+StragglerNotices::StragglerNotices(ProcessGroup group, std::function<void(const std::string&)> notice)
+    : watch_(std::move(group)), notice_(std::move(notice)) {}
+
+void StragglerNotices::updated(const StepTimes& t) {
+  watch_.add_step(t.data_seconds, t.compute_seconds - t.gradient_wait_seconds, t.gradient_wait_seconds);
+  const std::string notice = watch_.take_notice();
+  if (!notice.empty()) notice_(notice);
+}
+
+CheckpointPolicy::CheckpointPolicy(ProcessGroup group, bool handle_signals, int64_t checkpoint_every,
+                                   int64_t stop_after_step)
+    : group_(std::move(group)), checkpoint_every_(checkpoint_every), stop_after_step_(stop_after_step) {
+  if (handle_signals) signals_.emplace();
+}
+
+CheckpointPolicy::Decision CheckpointPolicy::after_step(int64_t step) {
+  const SignalRequests::Asked asked = signals_ ? signals_->agree(group_) : SignalRequests::Asked();
+  Decision d;
+  d.stop = asked.stop || (stop_after_step_ > 0 && step >= stop_after_step_);
+  d.preempted = asked.stop;
+  d.asked_by_signal = asked.checkpoint;
+  d.save = d.stop || asked.checkpoint || (checkpoint_every_ > 0 && step % checkpoint_every_ == 0);
+  return d;
+}
+
+}  // namespace lockstep::train
