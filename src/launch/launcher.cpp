@@ -28,109 +28,152 @@ constexpr std::chrono::seconds kLostAfter{2};
 
 void report(const std::string& line) { std::cerr << "lockstep run: " << line << std::endl; }
 
-}  // namespace
-
-int run_workers(const LaunchOptions& options) {
-  validate(options);
-  if (options.backend == "mpi") {
-    exec_mpirun(options);
-  }
-
-  SignalInbox signals;  // before the store starts its threads, so they inherit the blocked signals
-  std::unique_ptr<AgentStore> store;
-  int store_port = options.master_port.value_or(0);
-  if (options.node_rank == 0) {
-    store = std::make_unique<AgentStore>(master_addr_of(options), store_port);
-    store_port = store->port();
-  }
-
-  JobAttempts attempts(options, store_port);
-  const std::vector<std::string> inherited = current_environment();
-  // Workers write into pipes, so only the launcher can tell them their output reaches a person.
-  const bool terminal = isatty(STDOUT_FILENO) != 0;
-  std::vector<int> ranks;  // this node's
+// This node's ranks in the job.
+std::vector<int> ranks_of_node(const LaunchOptions& options) {
+  std::vector<int> ranks;
   for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
     ranks.push_back(options.node_rank * options.nproc_per_node + local_rank);
   }
-  // A launcher started again after its node was lost joins the attempt in progress.
-  CoreBinding binding;
-  if (options.bind != "none") {
-    binding = bind_to_cores(options.nproc_per_node, allowed_cpus());
-    // Only asked-for binding that cannot be had is worth a line; by default it binds when it fits.
-    if (!binding.unbound_why.empty() && options.bind == "core") report(binding.unbound_why);
+  return ranks;
+}
+
+CoreBinding binding_of(const LaunchOptions& options) {
+  if (options.bind == "none") return {};
+  CoreBinding binding = bind_to_cores(options.nproc_per_node, allowed_cpus());
+  // Only asked-for binding that cannot be had is worth a line; by default it binds when it fits.
+  if (!binding.unbound_why.empty() && options.bind == "core") report(binding.unbound_why);
+  return binding;
+}
+
+// One node's launcher: starts its workers for each attempt of the job, supervises them, and
+// starts every worker afresh after a failure while --max-restarts allows.
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& options)
+      : options_(options),
+        store_port_(options.master_port.value_or(0)),
+        inherited_(current_environment()),
+        terminal_(isatty(STDOUT_FILENO) != 0),
+        ranks_(ranks_of_node(options)) {
+    if (options.node_rank == 0) {
+      store_ = std::make_unique<AgentStore>(master_addr_of(options), store_port_);
+      store_port_ = store_->port();
+    }
+    attempts_.emplace(options, store_port_);
+    binding_ = binding_of(options);
   }
-  std::string last_failure;  // of the attempt before, for the workers of the next
-  for (int attempt = attempts.current();; ++attempt) {
-    attempts.join(attempt);
-    WorkerGroup workers(options.stop_timeout, terminal);
-    for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
-      WorkerRanks place{ranks[local_rank], local_rank};
+
+  int run() {
+    std::string last_failure;  // of the attempt before, for the workers of the next
+    // A launcher started again after its node was lost joins the attempt in progress.
+    for (int attempt = attempts_->current();; ++attempt) {
+      attempts_->join(attempt);
+      WorkerGroup workers(options_.stop_timeout, terminal_);
+      start_workers(workers, attempt, last_failure);
+      bool store_lost = false;
+      const int status = supervise(workers, attempt, store_lost);
+      if (status != 0 && store_lost) return store_gone(status);
+      // Only a failure is worth a restart: not success, a stop the launcher was asked for, or
+      // a program that cannot run at all.
+      if (status == 0 || !workers.failure() || status == kCannotRunStatus) return status;
+      const std::optional<std::string> failure = record_failure(attempt, *workers.failure());
+      if (!failure) return store_gone(status);
+      if (attempt == options_.max_restarts) {
+        if (options_.max_restarts > 0) {
+          report("the job failed " + std::to_string(attempt + 1) + " times, which --max-restarts " +
+                 std::to_string(options_.max_restarts) + " allows no more; the last failure: " + *failure);
+        }
+        return status;
+      }
+      report("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options_.max_restarts) +
+             ": starting every worker afresh after " + *failure);
+      last_failure = *failure;
+    }
+  }
+
+ private:
+  void start_workers(WorkerGroup& workers, int attempt, const std::string& last_failure) {
+    for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
+      WorkerRanks place{ranks_[local_rank], local_rank};
       try {
         workers.add(place.rank,
-                    spawn_worker(options.command,
-                                 worker_environment(inherited, options, place, store_port, attempt, terminal, last_failure),
-                                 binding.cpus.empty() ? -1 : binding.cpus[local_rank]));
+                    spawn_worker(options_.command,
+                                 worker_environment(inherited_, options_, place, store_port_, attempt, terminal_,
+                                                    last_failure),
+                                 binding_.cpus.empty() ? -1 : binding_.cpus[local_rank]));
       } catch (const Error& error) {
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;
       }
     }
+  }
+
+  // Until the workers end, or one fails, or the job fails elsewhere. Without the store (node 0
+  // gone, or just done) the workers' own collectives tell whether the job can go on; this
+  // launcher stops asking, and says so in `store_lost`.
+  int supervise(WorkerGroup& workers, int attempt, bool& store_lost) {
     try {
-      workers.watch(std::make_unique<HeartbeatMonitor>(master_addr_of(options), store_port, attempt, ranks,
-                                                       options.heartbeat_timeout));
+      workers.watch(std::make_unique<HeartbeatMonitor>(master_addr_of(options_), store_port_, attempt, ranks_,
+                                                       options_.heartbeat_timeout));
     } catch (const std::exception& e) {
       report("cannot watch the workers' heartbeats (" + std::string(e.what()) + "); hung workers are left to "
              "their collectives' timeouts");
     }
-    // Without the store (node 0 gone, or just done) the workers' own collectives tell whether
-    // the job can go on; this launcher stops asking.
-    bool store_lost = false;
-    workers.stop_when([&]() -> std::optional<std::string> {
+    workers.stop_when([&, attempt]() -> std::optional<std::string> {
       if (store_lost) return std::nullopt;
       try {
-        if (auto failed = attempts.failed_elsewhere(attempt)) return failed;
-        return attempts.silent_node(attempt, options.heartbeat_timeout);
+        if (auto failed = attempts_->failed_elsewhere(attempt)) return failed;
+        return attempts_->silent_node(attempt, options_.heartbeat_timeout);
       } catch (const std::exception&) {
         store_lost = true;
         return std::nullopt;
       }
     });
-    const int status = workers.supervise(signals);
-    if (status != 0 && store_lost) {
-      report("lost the job's store on node 0 (" + master_addr_of(options) + "): the job ends with it");
-      return status;
-    }
-    // Only a failure is worth a restart: not success, a stop the launcher was asked for, or a
-    // program that cannot run at all.
-    if (status == 0 || !workers.failure() || status == kCannotRunStatus) return status;
-    std::string failure = *workers.failure();
+    return workers.supervise(signals_);
+  }
+
+  // Tells the store the attempt failed (first, so that a launcher started again meanwhile
+  // joins the next attempt); the failure, with the nodes lost with it. Nullopt: the store is gone.
+  std::optional<std::string> record_failure(int attempt, std::string failure) {
     try {
-      // First, so that a launcher started again meanwhile joins the next attempt.
-      attempts.fail(attempt, failure);
-      if (options.nnodes > 1) {
+      attempts_->fail(attempt, failure);
+      if (options_.nnodes > 1) {
         // A worker whose peers vanished says only that a connection closed: name the node,
         // when its launcher is gone too.
-        const std::string lost = attempts.lost_nodes(attempt, kLostAfter);
+        const std::string lost = attempts_->lost_nodes(attempt, kLostAfter);
         if (!lost.empty()) {
           failure += "; " + lost;
           report(lost);
         }
       }
+      return failure;
     } catch (const std::exception&) {
-      report("lost the job's store on node 0 (" + master_addr_of(options) + "): the job ends with it");
-      return status;
+      return std::nullopt;
     }
-    if (attempt == options.max_restarts) {
-      if (options.max_restarts > 0) {
-        report("the job failed " + std::to_string(attempt + 1) + " times, which --max-restarts " +
-               std::to_string(options.max_restarts) + " allows no more; the last failure: " + failure);
-      }
-      return status;
-    }
-    report("restart " + std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) +
-           ": starting every worker afresh after " + failure);
-    last_failure = failure;
   }
+
+  int store_gone(int status) const {
+    report("lost the job's store on node 0 (" + master_addr_of(options_) + "): the job ends with it");
+    return status;
+  }
+
+  const LaunchOptions& options_;
+  SignalInbox signals_;  // before the store starts its threads, so they inherit the blocked signals
+  int store_port_;
+  std::unique_ptr<AgentStore> store_;
+  std::optional<JobAttempts> attempts_;
+  const std::vector<std::string> inherited_;
+  const bool terminal_;  // workers write into pipes: only the launcher can tell their output reaches a person
+  const std::vector<int> ranks_;
+  CoreBinding binding_;
+};
+
+}  // namespace
+
+int run_workers(const LaunchOptions& options) {
+  validate(options);
+  if (options.backend == "mpi") exec_mpirun(options);
+  return Launcher(options).run();
 }
 
 }  // namespace lockstep::launch

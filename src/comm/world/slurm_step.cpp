@@ -114,49 +114,50 @@ int slurm_step_port(long job_id, long step_id) {
   return static_cast<int>(15000 + (job_id % 1000) * 16 + step_id % 16);
 }
 
-std::optional<SlurmStep> slurm_step(const EnvLookup& env) {
-  if (!env("SLURM_STEP_ID") || !env("SLURM_PROCID")) return std::nullopt;
-  SlurmStep step;
-  step.job_id = env("SLURM_JOB_ID").value_or("");
-  if (!all_digits(step.job_id) || step.job_id.size() > 12) {
-    throw unreadable("SLURM_JOB_ID", step.job_id, "is not a Slurm job id, which srun sets for every task");
-  }
-  step.step_id = read_int(env, "SLURM_STEP_ID");
+namespace {
 
-  std::string nodes_variable = "SLURM_STEP_NODELIST";
+// Where a step's layout was read from, for messages that name the variables to fix.
+struct LayoutSources {
+  std::string nodes_variable;
+  std::string tasks_variable;
+};
+
+// The step's nodes and tasks per node, from the most specific variables srun sets; ConfigError
+// where they count different nodes.
+LayoutSources read_layout(const EnvLookup& env, SlurmStep& step) {
+  LayoutSources from{"SLURM_STEP_NODELIST", ""};
   for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
     if (env(name)) {
-      nodes_variable = name;
+      from.nodes_variable = name;
       break;
     }
   }
-  step.nodes = expand_node_list(env(nodes_variable).value_or(""), nodes_variable);
-
-  std::string tasks_variable;
+  step.nodes = expand_node_list(env(from.nodes_variable).value_or(""), from.nodes_variable);
   for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
     if (env(name)) {
-      tasks_variable = name;
+      from.tasks_variable = name;
       step.tasks_per_node = expand_tasks_per_node(*env(name), name);
       break;
     }
   }
-  if (tasks_variable.empty()) {  // only the per-node request: the same count on every node
-    tasks_variable = "SLURM_NTASKS_PER_NODE";
-    step.tasks_per_node.assign(step.nodes.size(), read_int(env, tasks_variable));
+  if (from.tasks_variable.empty()) {  // only the per-node request: the same count on every node
+    from.tasks_variable = "SLURM_NTASKS_PER_NODE";
+    step.tasks_per_node.assign(step.nodes.size(), read_int(env, from.tasks_variable));
   }
-  const std::string tasks_value = env(tasks_variable).value_or("");
   if (step.tasks_per_node.size() != step.nodes.size()) {
-    throw ConfigError("lockstep: " + tasks_variable + "='" + tasks_value + "' counts tasks on " +
-                      std::to_string(step.tasks_per_node.size()) + " nodes, but " + nodes_variable + "='" +
-                      *env(nodes_variable) + "' names " + std::to_string(step.nodes.size()));
+    throw ConfigError("lockstep: " + from.tasks_variable + "='" + env(from.tasks_variable).value_or("") +
+                      "' counts tasks on " + std::to_string(step.tasks_per_node.size()) + " nodes, but " +
+                      from.nodes_variable + "='" + *env(from.nodes_variable) + "' names " +
+                      std::to_string(step.nodes.size()));
   }
+  return from;
+}
 
-  step.node_rank = read_int(env, "SLURM_NODEID");
-  step.local_rank = read_int(env, "SLURM_LOCALID");
-  step.rank = read_int(env, "SLURM_PROCID");
-  step.world_size = read_int(env, "SLURM_NTASKS");
-  if (auto restarts = env("SLURM_RESTART_COUNT")) step.restart_count = read_int(env, "SLURM_RESTART_COUNT");
-
+// ConfigError naming the variables that disagree, where srun would never have set them so.
+void check_consistent(const EnvLookup& env, const SlurmStep& step, const LayoutSources& from) {
+  const std::string& nodes_variable = from.nodes_variable;
+  const std::string& tasks_variable = from.tasks_variable;
+  const std::string tasks_value = env(tasks_variable).value_or("");
   if (step.node_rank >= static_cast<int>(step.nodes.size())) {
     throw ConfigError("lockstep: SLURM_NODEID=" + std::to_string(step.node_rank) + " is not a node of " + nodes_variable +
                       "='" + *env(nodes_variable) + "' (" + std::to_string(step.nodes.size()) + " nodes)");
@@ -180,6 +181,25 @@ std::optional<SlurmStep> slurm_step(const EnvLookup& env) {
     throw ConfigError("lockstep: SLURM_PROCID=" + std::to_string(step.rank) + " is out of range for SLURM_NTASKS=" +
                       std::to_string(step.world_size));
   }
+}
+
+}  // namespace
+
+std::optional<SlurmStep> slurm_step(const EnvLookup& env) {
+  if (!env("SLURM_STEP_ID") || !env("SLURM_PROCID")) return std::nullopt;
+  SlurmStep step;
+  step.job_id = env("SLURM_JOB_ID").value_or("");
+  if (!all_digits(step.job_id) || step.job_id.size() > 12) {
+    throw unreadable("SLURM_JOB_ID", step.job_id, "is not a Slurm job id, which srun sets for every task");
+  }
+  step.step_id = read_int(env, "SLURM_STEP_ID");
+  const LayoutSources from = read_layout(env, step);
+  step.node_rank = read_int(env, "SLURM_NODEID");
+  step.local_rank = read_int(env, "SLURM_LOCALID");
+  step.rank = read_int(env, "SLURM_PROCID");
+  step.world_size = read_int(env, "SLURM_NTASKS");
+  if (auto restarts = env("SLURM_RESTART_COUNT")) step.restart_count = read_int(env, "SLURM_RESTART_COUNT");
+  check_consistent(env, step, from);
   return step;
 }
 
