@@ -39,6 +39,21 @@ std::string shard_name(const std::string& split, size_t number) {
   return split + suffix;
 }
 
+// One example as a shard holds it: its image file's bytes and extension, and its label.
+struct PackedSample {
+  std::vector<uint8_t> image;
+  std::string kind;
+  int64_t label = 0;
+};
+
+// JPEG files are kept as they are, not decoded and re-encoded (which would lose quality);
+// other images are written as .npy.
+PackedSample packed_sample(const Dataset& dataset, const ImageFileDataset* jpeg_files, size_t i) {
+  if (jpeg_files != nullptr) return {file_bytes(jpeg_files->files()[i].path), ".jpg", jpeg_files->files()[i].label};
+  const Sample sample = dataset.get(i);
+  return {encode_npy_image(sample.image), ".npy", sample.label};
+}
+
 }  // namespace
 
 PackSummary pack_shards(const Dataset& dataset, const std::string& split, const std::string& out, PackOptions options) {
@@ -50,7 +65,6 @@ PackSummary pack_shards(const Dataset& dataset, const std::string& split, const 
   fs::create_directories(out, failure);
   if (failure) throw DataError("cannot create " + out + ": " + failure.message());
 
-  // JPEG files are kept as they are, not decoded and re-encoded (which would lose quality).
   const auto* jpeg_files = dynamic_cast<const ImageFileDataset*>(&dataset);
   ShardIndex index;
   index.split = split;
@@ -74,20 +88,10 @@ PackSummary pack_shards(const Dataset& dataset, const std::string& split, const 
   for (size_t i = 0; i < dataset.size(); ++i) {
     char key[32];
     std::snprintf(key, sizeof key, "%08zu", i);
-    std::vector<uint8_t> image;
-    std::string kind;
-    int64_t label = 0;
-    if (jpeg_files != nullptr) {
-      image = file_bytes(jpeg_files->files()[i].path);
-      kind = ".jpg";
-      label = jpeg_files->files()[i].label;
-    } else {
-      const Sample sample = dataset.get(i);
-      image = encode_npy_image(sample.image);
-      kind = ".npy";
-      label = sample.label;
-    }
-    const std::string label_text = std::to_string(label);
+    const PackedSample packed = packed_sample(dataset, jpeg_files, i);
+    const std::vector<uint8_t>& image = packed.image;
+    const std::string& kind = packed.kind;
+    const std::string label_text = std::to_string(packed.label);
     // Two headers, the two members padded to blocks, and the end-of-archive blocks.
     const size_t sample_bytes = 512 * 2 + (image.size() + 511) / 512 * 512 + 512;
     if (shard_samples > 0 && shard.size() + sample_bytes + 1024 > options.shard_bytes()) close_shard();

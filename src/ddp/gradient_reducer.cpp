@@ -250,40 +250,44 @@ void GradientReducer::finish_backward() {
     // exactly as in a single process. After every bucket, so all ranks queue it alike.
     all_reduce_async(used, ReduceOp::Max, options_.group).wait();
   }
-  namespace tl = timeline::detail;
   if (!waiting_) start_gradient_wait();  // no bucket at all
-  const bool recording = recording_wait_;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
-    const at::Tensor reduced = bucket.reduced();
-    if (recording) {
-      // From ready to reduced, as this rank saw it: launched, then its future waited for.
-      const int64_t bytes = bucket.buffer.numel() * static_cast<int64_t>(bucket.buffer.element_size());
-      tl::record(timeline_rank_, tl::Track::buckets, 'X', tl::event::bucket(b), bucket.launched_us,
-                 tl::now_us(timeline_rank_),
-                 tl::Args()
-                     .add(tl::key::kBucket, static_cast<int64_t>(b))
-                     .add(tl::key::kBytes, bytes)
-                     .add(tl::key::kParameters, static_cast<int64_t>(bucket.members.size())));
-    }
-    if (!reduced.is_same(bucket.buffer)) bucket.buffer.copy_(reduced);
-    for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
-      const size_t i = bucket.members[slot];
-      if (used.defined() && used.data_ptr<int>()[i] == 0) continue;
-      at::Tensor& grad = parameters_[i].mutable_grad();
-      if (set_aside_[i].defined()) grad = std::move(set_aside_[i]);
-      if (grad.defined()) {
-        write_gradient(grad, bucket.views[slot]);
-      } else {
-        grad = bucket.views[slot].to(parameters_[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
-      }
-    }
-  }
+  for (size_t b = 0; b < buckets_.size(); ++b) write_reduced_bucket(b, used);
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
   waiting_ = false;
-  if (recording) tl::record(timeline_rank_, tl::Track::training, 'E', tl::event::kGradientWait, tl::now_us(timeline_rank_));
+  if (recording_wait_) {
+    namespace tl = timeline::detail;
+    tl::record(timeline_rank_, tl::Track::training, 'E', tl::event::kGradientWait, tl::now_us(timeline_rank_));
+  }
   if (!rebuilt_) rebuild_buckets_in_arrival_order();
   if (options_.after_backward) options_.after_backward();
+}
+
+void GradientReducer::write_reduced_bucket(size_t b, const at::Tensor& used) {
+  namespace tl = timeline::detail;
+  Bucket& bucket = buckets_[b];
+  const at::Tensor reduced = bucket.reduced();
+  if (recording_wait_) {
+    // From ready to reduced, as this rank saw it: launched, then its future waited for.
+    const int64_t bytes = bucket.buffer.numel() * static_cast<int64_t>(bucket.buffer.element_size());
+    tl::record(timeline_rank_, tl::Track::buckets, 'X', tl::event::bucket(b), bucket.launched_us,
+               tl::now_us(timeline_rank_),
+               tl::Args()
+                   .add(tl::key::kBucket, static_cast<int64_t>(b))
+                   .add(tl::key::kBytes, bytes)
+                   .add(tl::key::kParameters, static_cast<int64_t>(bucket.members.size())));
+  }
+  if (!reduced.is_same(bucket.buffer)) bucket.buffer.copy_(reduced);
+  for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
+    const size_t i = bucket.members[slot];
+    if (used.defined() && used.data_ptr<int>()[i] == 0) continue;
+    at::Tensor& grad = parameters_[i].mutable_grad();
+    if (set_aside_[i].defined()) grad = std::move(set_aside_[i]);
+    if (grad.defined()) {
+      write_gradient(grad, bucket.views[slot]);
+    } else {
+      grad = bucket.views[slot].to(parameters_[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+    }
+  }
 }
 
 void GradientReducer::rebuild_buckets_in_arrival_order() {

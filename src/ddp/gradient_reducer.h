@@ -63,6 +63,9 @@ class GradientReducer {
   void begin_backward();
   void finish_backward();
   void fill_missing_gradients();
+  /// Bucket `b`'s reduced values into its parameters' grad(): those some rank used, where
+  /// `used` (find_unused_parameters) is defined.
+  void write_reduced_bucket(size_t b, const at::Tensor& used);
   void launch_ready_buckets();
   /// Backward has nothing left to compute, only reductions to wait for: from the launch of
   /// the last bucket, whose hook may reduce it on the spot.
