@@ -16,6 +16,7 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/error.h"
 #include "lockstep/timeline.h"
+#include "test_hooks/test_hooks.h"
 #include "timeline/clock_offset.h"
 
 namespace lockstep::timeline {
@@ -206,20 +207,6 @@ Recorder& recorder() {
   return instance;
 }
 
-// LOCKSTEP_TEST_CLOCK_OFFSET_US=R:US moves rank R's clock US microseconds ahead: a test's
-// stand-in for a host whose clock differs (hosts in network namespaces share one kernel's).
-struct TestClockOffset {
-  int rank = -1;
-  double us = 0;
-};
-
-TestClockOffset test_clock_offset() {
-  TestClockOffset offset;
-  const char* value = std::getenv("LOCKSTEP_TEST_CLOCK_OFFSET_US");
-  if (value != nullptr && std::sscanf(value, "%d:%lf", &offset.rank, &offset.us) != 2) offset.rank = -1;
-  return offset;
-}
-
 }  // namespace
 
 const std::string& prefix_from_environment() {
@@ -231,10 +218,9 @@ const std::string& prefix_from_environment() {
 }
 
 double now_us(int rank) {
-  static const TestClockOffset shifted = test_clock_offset();
   const double us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  return rank == shifted.rank ? us + shifted.us : us;
+  return us + test_hooks::clock_offset_us(rank);
 }
 
 void record(int rank, Track track, char phase, const std::string& name, double start_us, double end_us,

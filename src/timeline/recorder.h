@@ -21,7 +21,7 @@ extern std::atomic<bool> recording;
 
 inline bool on() { return recording.load(std::memory_order_relaxed); }
 
-/// This rank's clock now, in microseconds (LOCKSTEP_TEST_CLOCK_OFFSET_US shifts one rank's).
+/// This rank's clock now, in microseconds (a test may shift one rank's: test_hooks.h).
 double now_us(int rank);
 
 /// LOCKSTEP_TIMELINE: the prefix every rank of a job records under, "" when unset. Read

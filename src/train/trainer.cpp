@@ -1,11 +1,8 @@
 #include "lockstep/train/trainer.h"
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include <torch/nn/functional/loss.h>
 
@@ -14,6 +11,7 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/timeline.h"
 #include "lockstep/train/checkpoint.h"
+#include "test_hooks/test_hooks.h"
 #include "train/autocast_guard.h"
 #include "train/clip_grad_norm.h"
 #include "train/distributed_checkpoint.h"
@@ -48,26 +46,6 @@ class PhaseSink : public MetricsSink {
  private:
   std::string phase_;
   std::unique_ptr<MetricsSink> sink_;
-};
-
-// LOCKSTEP_TEST_SLOW_RANK=R:PART:MS (PART data or compute): rank R sleeps MS milliseconds in
-// that part of every step. Only for tests of the timeline's straggler reports.
-struct SlowRank {
-  int rank = -1;
-  std::string part;
-  int ms = 0;
-
-  static SlowRank from_environment() {
-    SlowRank slow;
-    const char* value = std::getenv("LOCKSTEP_TEST_SLOW_RANK");
-    char part[16] = {};
-    if (value == nullptr || std::sscanf(value, "%d:%15[a-z]:%d", &slow.rank, part, &slow.ms) != 3) return SlowRank();
-    slow.part = part;
-    return slow;
-  }
-  void sleep_in(const char* here) const {
-    if (ms > 0 && part == here && rank == lockstep::rank()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  }
 };
 
 }  // namespace
@@ -105,7 +83,6 @@ struct Trainer::State {
   Clock::time_point interval_started;
   std::chrono::duration<double> waited_before{0};  // the train loader's waited() when the interval began
   MetricSums interval;
-  SlowRank slow = SlowRank::from_environment();
   std::unique_ptr<StragglerNotices> stragglers;  // while a timeline records
 
   Record record(const std::string& phase) const {
@@ -203,7 +180,7 @@ StepOutput Trainer::train_step(const data::Batch& host_batch) {
     AutocastGuard autocast(s.device.type(), s.options.autocast_bf16());
     output = s.forward(batch.images);
     loss = s.loss(output, batch.labels);
-    s.slow.sleep_in("compute");
+    test_hooks::sleep_if_slowed(lockstep::rank(), "compute");
   }
   {
     timeline::Span span(timeline::format::event::kBackward);
@@ -372,7 +349,7 @@ struct Trainer::FitRun {
       const auto fetch_started = Clock::now();
       auto host_batch = train.next();
       if (!host_batch) return std::nullopt;
-      s.slow.sleep_in("data");
+      test_hooks::sleep_if_slowed(lockstep::rank(), "data");
       StepTimes times{s.step + 1, seconds_since(fetch_started)};
       for (auto* observer : observers) observer->batch_arrived(times.step, fetch_started_us);
       const auto compute_started = Clock::now();
