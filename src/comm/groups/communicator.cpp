@@ -249,7 +249,7 @@ at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
   }, /*blocking=*/true).result().at(0);
 }
 
-void Communicator::run_in_order(const std::function<void()>& body) {
+void Communicator::run_in_call_order(const std::function<void()>& body) {
   Call call(Collective::NewGroup, {});
   submit(std::move(call), [&body](const Call&) {
     body();
@@ -292,7 +292,7 @@ Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::fu
     // Here: no thread hand-off for the common synchronous call, and no state for another
     // thread to wait on.
     Task task{std::move(call), std::move(body), nullptr, queued_us};
-    Outcome outcome = run_in_turn(lock, &task, 1);
+    Outcome outcome = run_as_the_runner(lock, &task, 1);
     lock.unlock();
     if (outcome.error) std::rethrow_exception(outcome.error);
     if (after_done) after_done();
@@ -330,7 +330,7 @@ Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call&& call, Tenso
   }, blocking, [device_call] { device_call->order_current_stream(); });
 }
 
-Communicator::Outcome Communicator::run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count) {
+Communicator::Outcome Communicator::run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count) {
   busy_ = true;  // nothing else runs a collective meanwhile
   lock.unlock();
   Outcome last;
@@ -353,7 +353,7 @@ void Communicator::run_queued_through(detail::WorkState& waited) {
   std::vector<Task> mine(std::make_move_iterator(queue_.begin()),
                          std::make_move_iterator(std::next(found)));
   queue_.erase(queue_.begin(), std::next(found));
-  run_in_turn(lock, mine.data(), mine.size());
+  run_as_the_runner(lock, mine.data(), mine.size());
 }
 
 void Communicator::worker_loop() {
@@ -363,7 +363,7 @@ void Communicator::worker_loop() {
     if (stopping_) break;
     Task next = std::move(queue_.front());
     queue_.pop_front();
-    run_in_turn(lock, &next, 1);
+    run_as_the_runner(lock, &next, 1);
   }
   for (auto& task : queue_) {
     task.state->finish({}, std::make_exception_ptr(

@@ -60,7 +60,7 @@ class Communicator {
 
   /// Runs `body` in this group's turn, like a collective called now: how new_group
   /// connects a sub-group in the same order on every rank of its parent.
-  void run_in_order(const std::function<void()>& body);
+  void run_in_call_order(const std::function<void()>& body);
 
   /// Refuses every later call (at shutdown, for groups that outlive it).
   void close();
@@ -109,7 +109,7 @@ class Communicator {
   /// Runs `count` tasks, in order, on this thread as the one collective runner, each
   /// finishing its work's state, or with none, returning the last one's outcome; `lock`
   /// holds mutex_.
-  Outcome run_in_turn(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
+  Outcome run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
   void mark_failed(const std::string& what);
   /// Throws MismatchError before `moving` moves any data, where ranks' calls differ and
   /// this group compares them (in debug mode, or where the host transport must).

@@ -104,7 +104,7 @@ ProcessGroup new_group(const std::vector<int>& ranks, const ProcessGroup& parent
   group->rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
   // Runs in the parent's turn, so that its gather and the backend's connections happen in
   // the same order as the parent's collectives on every rank.
-  parent_communicator.run_in_order([&] {
+  parent_communicator.run_in_call_order([&] {
     group->name = from.name + "/" + std::to_string(from.sub_groups_made++);
     auto transports = connect_group(*group->world, group->world_ranks, group->name,
                                     [&](const std::string& mine) { return gather_over(from, mine); });

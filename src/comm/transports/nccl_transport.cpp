@@ -66,7 +66,7 @@ std::string last_error(ncclComm_t comm) {
 }
 
 // What rank 0 tells the others once they know that every rank has a GPU of its own.
-struct Offer {
+struct UniqueIdOffer {
   int32_t has_id;  // rank 0 could make the unique id
   ncclUniqueId id;
 };
@@ -111,38 +111,38 @@ class NcclTransport : public DeviceTransport {
 
   void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t) override {
     DeviceComm& d = device_of(tensor);
-    settle(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor), nccl_op(op),
-                         d.comm, d.stream.stream()),
-           d.comm, "ncclAllReduce");
+    const ncclResult_t started = ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor),
+                                               nccl_op(op), d.comm, d.stream.stream());
+    throw_unless_done(started, d.comm, "ncclAllReduce");
   }
 
   void broadcast(at::Tensor& tensor, int root, uint32_t) override {
     DeviceComm& d = device_of(tensor);
-    settle(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor), root, d.comm,
-                         d.stream.stream()),
-           d.comm, "ncclBroadcast");
+    const ncclResult_t started = ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor),
+                                               root, d.comm, d.stream.stream());
+    throw_unless_done(started, d.comm, "ncclBroadcast");
   }
 
   void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t) override {
     DeviceComm& d = device_of(tensor);
     // Only the root's receive buffer is written: other ranks' tensors stay as they were.
-    settle(ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor), nccl_op(op), root,
-                      d.comm, d.stream.stream()),
-           d.comm, "ncclReduce");
+    const ncclResult_t started = ncclReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor),
+                                            nccl_op(op), root, d.comm, d.stream.stream());
+    throw_unless_done(started, d.comm, "ncclReduce");
   }
 
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t) override {
     DeviceComm& d = device_of(input);
-    settle(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), nccl_type(input), d.comm,
-                         d.stream.stream()),
-           d.comm, "ncclAllGather");
+    const ncclResult_t started = ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), nccl_type(input),
+                                               d.comm, d.stream.stream());
+    throw_unless_done(started, d.comm, "ncclAllGather");
   }
 
   void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t) override {
     DeviceComm& d = device_of(input);
-    settle(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), nccl_type(input), nccl_op(op),
-                             d.comm, d.stream.stream()),
-           d.comm, "ncclReduceScatter");
+    const ncclResult_t started = ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
+                                                   nccl_type(input), nccl_op(op), d.comm, d.stream.stream());
+    throw_unless_done(started, d.comm, "ncclReduceScatter");
   }
 
   // ncclAvg multiplies each rank's values by 1/size before summing, in the tensor's dtype:
@@ -226,14 +226,14 @@ class NcclTransport : public DeviceTransport {
       say_once_that_groups_stage(shared);
       return nullptr;
     }
-    Offer offer{};
+    UniqueIdOffer offer{};
     ncclResult_t made = ncclSuccess;
     if (rank() == 0) {
       made = ncclGetUniqueId(&offer.id);
       offer.has_id = made == ncclSuccess;
     }
-    std::vector<Offer> offers(size());
-    host_.all_gather_bytes(&offer, offers.data(), sizeof(Offer), tag_of(ReservedTag::ConnectDevice) + 1);
+    std::vector<UniqueIdOffer> offers(size());
+    host_.all_gather_bytes(&offer, offers.data(), sizeof(UniqueIdOffer), tag_of(ReservedTag::ConnectDevice) + 1);
     if (!offers[0].has_id) {
       throw Error("lockstep: rank 0 could not make an NCCL unique id" +
                   (rank() == 0 ? std::string(": ") + ncclGetErrorString(made) + last_error(nullptr) : std::string()));
@@ -242,10 +242,10 @@ class NcclTransport : public DeviceTransport {
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     try {
-      // Called before settle(): as one of its arguments, `comm` could be read before the
-      // call sets it (the order arguments are evaluated in is unspecified).
+      // Called first: as an argument beside it, `comm` could be read before the call sets it
+      // (the order arguments are evaluated in is unspecified).
       const ncclResult_t started = ncclCommInitRankConfig(&comm, size(), offers[0].id, rank(), &config);
-      settle(started, comm, "making the NCCL communicator of " + device.str());
+      throw_unless_done(started, comm, "making the NCCL communicator of " + device.str());
     } catch (const Error& e) {
       if (shared.empty()) throw;
       throw Error(std::string(e.what()) + "\n" + shared + ": NCCL needs a GPU per rank. Give each rank its own device, "
@@ -296,7 +296,7 @@ class NcclTransport : public DeviceTransport {
   // What a call on a non-blocking communicator came to: polled while it is in progress, for
   // at most the timeout (then still ncclInProgress). A communicator that cannot even be
   // asked has failed: that failure, not a timeout that never passed.
-  ncclResult_t outcome(ncclResult_t result, ncclComm_t comm) const {
+  ncclResult_t result_when_done(ncclResult_t result, ncclComm_t comm) const {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (result == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -308,18 +308,18 @@ class NcclTransport : public DeviceTransport {
 
   // Throws unless the call succeeded within the timeout. A communicator that failed is
   // aborted, so that nothing of it keeps the GPU busy.
-  void settle(ncclResult_t result, ncclComm_t comm, const std::string& what) {
-    result = outcome(result, comm);
+  void throw_unless_done(ncclResult_t result, ncclComm_t comm, const std::string& what) {
+    result = result_when_done(result, comm);
     if (result == ncclSuccess) return;
     const std::string why = result == ncclInProgress
         ? "did not finish within " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) + " s"
         : std::string("failed: ") + ncclGetErrorString(result) + last_error(comm);
-    forget(comm);
+    abort_failed(comm);
     if (result == ncclInProgress) throw TimeoutError("lockstep: " + what + " " + why);
     throw Error("lockstep: " + what + " " + why);
   }
 
-  void forget(ncclComm_t comm) {
+  void abort_failed(ncclComm_t comm) {
     if (!comm) return;
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [index, device] : devices_) {
@@ -337,7 +337,7 @@ class NcclTransport : public DeviceTransport {
   // Flushes what was queued, within the timeout, then frees the communicator; one that
   // cannot finish is aborted.
   void destroy(DeviceComm& device) {
-    if (outcome(ncclCommFinalize(device.comm), device.comm) == ncclSuccess) {
+    if (result_when_done(ncclCommFinalize(device.comm), device.comm) == ncclSuccess) {
       ncclCommDestroy(device.comm);
     } else {
       abort_within(device.comm);

@@ -7,7 +7,7 @@
 namespace lockstep {
 namespace {
 
-// How often a replica waiting on the board checks that the others can still come.
+// How often a replica waiting for the others' posted values checks that the others can still come.
 constexpr std::chrono::milliseconds kCheckEvery{50};
 
 WorldSpec replica_spec(const ReplicaSet& replicas, int rank, bool debug) {
@@ -45,14 +45,14 @@ std::shared_ptr<ThreadMeetingPlace> ReplicaSet::place(const std::string& name, i
 std::vector<std::string> ReplicaSet::gather(const std::string& key, int replica,
                                             const std::string& mine) {
   std::unique_lock<std::mutex> lock(mutex_);
-  Board& board = boards_[key];
-  if (board.values.empty()) board.values.resize(size_);
-  board.values[replica] = mine;
-  if (++board.arrived == size_) posted_.notify_all();
+  PostedValues& entry = posted_values_[key];
+  if (entry.values.empty()) entry.values.resize(size_);
+  entry.values[replica] = mine;
+  if (++entry.arrived == size_) posted_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (board.arrived < size_) {
+  while (entry.arrived < size_) {
     posted_.wait_for(lock, kCheckEvery);
-    if (board.arrived == size_) break;
+    if (entry.arrived == size_) break;
     check_everyone_can_come(replica);
     if (std::chrono::steady_clock::now() >= deadline) {
       throw TimeoutError("lockstep: replica " + std::to_string(replica) + " timed out after " +
@@ -60,8 +60,8 @@ std::vector<std::string> ReplicaSet::gather(const std::string& key, int replica,
                          key + "'");
     }
   }
-  auto values = board.values;
-  if (++board.taken == size_) boards_.erase(key);
+  auto values = entry.values;
+  if (++entry.taken == size_) posted_values_.erase(key);
   return values;
 }
 

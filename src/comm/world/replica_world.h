@@ -38,7 +38,7 @@ class ReplicaSet {
   int first_failed() const { return first_failed_.load(); }
 
  private:
-  struct Board {
+  struct PostedValues {
     std::vector<std::string> values;
     int arrived = 0;
     int taken = 0;
@@ -57,7 +57,7 @@ class ReplicaSet {
   std::atomic<int> first_failed_{-1};
   std::mutex mutex_;  // guards the maps
   std::condition_variable posted_;
-  std::map<std::string, Board> boards_;
+  std::map<std::string, PostedValues> posted_values_;
   std::map<std::string, Meeting> places_;
 };
 
