@@ -17,11 +17,6 @@ namespace {
 // Written into every shard, so that another file is recognised as not being one.
 constexpr int64_t kShardFormat = 1;
 
-std::vector<torch::Tensor> parameters_of(torch::optim::Optimizer& optimizer) {
-  std::vector<torch::Tensor> params;
-  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
-  return params;
-}
 
 std::string kind_of(torch::optim::Optimizer& optimizer) {
   std::string kind;
@@ -117,6 +112,12 @@ torch::serialize::InputArchive open_shard(const std::string& file, int64_t step,
 }
 
 }  // namespace
+
+std::vector<torch::Tensor> parameters_of(torch::optim::Optimizer& optimizer) {
+  std::vector<torch::Tensor> params;
+  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  return params;
+}
 
 void ShardLayout::write(torch::serialize::OutputArchive& archive) const {
   torch::serialize::OutputArchive layout;

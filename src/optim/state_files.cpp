@@ -11,12 +11,6 @@
 namespace lockstep::optim {
 namespace {
 
-std::vector<at::Tensor> parameters_of(torch::optim::Optimizer& optimizer) {
-  std::vector<at::Tensor> params;
-  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
-  return params;
-}
-
 // Rank 0's learning rates, betas, ... on every rank.
 void broadcast_options(torch::optim::Optimizer& optimizer, const ProcessGroup& group) {
   detail::visit_kind(optimizer, [&](auto kind) {
