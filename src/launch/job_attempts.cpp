@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@ struct NodeRecord {
   int nnodes = 0;
   int nproc = 0;
   std::string host;
+  std::string launcher;  // which launcher process wrote it (this_launcher())
 };
 
 std::string this_host() {
@@ -40,8 +42,15 @@ std::string text_of(const std::vector<uint8_t>& bytes) { return std::string(byte
 NodeRecord decode(const std::string& text) {
   std::istringstream in(text);
   NodeRecord record;
-  in >> record.nnodes >> record.nproc >> record.host;
+  in >> record.nnodes >> record.nproc >> record.host >> record.launcher;
   return record;
+}
+
+// One launcher process among all of the job's, over its whole life: a node's launcher
+// started again is another one.
+std::string this_launcher() {
+  static const std::string id = this_host() + ":" + std::to_string(getpid()) + ":" + std::to_string(std::random_device()());
+  return id;
 }
 
 std::string attempt_key(int attempt) { return "lockstep/attempt-" + std::to_string(attempt); }
@@ -69,6 +78,7 @@ void check_alike(const LaunchOptions& options, int other_node, const NodeRecord&
 
 std::string beats_key(int node) { return "lockstep/launchers/" + std::to_string(node) + "/beats"; }
 std::string ended_key(int node) { return "lockstep/launchers/" + std::to_string(node) + "/ended"; }
+std::string launcher_beats_key(const std::string& launcher) { return "lockstep/launcher/" + launcher + "/beats"; }
 
 }  // namespace
 
@@ -78,7 +88,7 @@ class LauncherBeat {
  public:
   LauncherBeat(const std::string& host, int port, int node)
       : store_(connect_store_client(host, port, std::chrono::seconds(10))), node_(node) {
-    store_->add(beats_key(node_), 1);
+    add_beat();
     thread_ = std::thread([this] { beat(); });
   }
   ~LauncherBeat() {
@@ -100,12 +110,19 @@ class LauncherBeat {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stopping_; })) {
       try {
-        store_->add(beats_key(node_), 1);
+        add_beat();
       } catch (const std::exception&) {
         lost_ = true;
         return;
       }
     }
+  }
+
+  // Counted per node, for the other nodes to watch, and per launcher, to tell this one from
+  // the node's launcher before it.
+  void add_beat() {
+    store_->add(beats_key(node_), 1);
+    store_->add(launcher_beats_key(this_launcher()), 1);
   }
 
   std::unique_ptr<c10d::TCPStore> store_;
@@ -176,16 +193,19 @@ int JobAttempts::current() {
   return use_store([](c10d::TCPStore& store) { return static_cast<int>(store.add("lockstep/attempt", 0)); });
 }
 
-void JobAttempts::join(int attempt) {
+int JobAttempts::join(int attempt) {
   const std::string mine = node_key(attempt, options_.node_rank);
   if (store_->add(mine + "/taken", 1) > 1) {
     store_->wait({mine}, options_.rdzv_timeout);
-    throw ConfigError("--node-rank " + std::to_string(options_.node_rank) + " is already taken by " +
-                      describe(options_.node_rank, decode(text_of(store_->get(mine)))) +
-                      "; give every node its own --node-rank");
+    const NodeRecord holder = decode(text_of(store_->get(mine)));
+    if (beating(holder.launcher)) {
+      throw ConfigError("--node-rank " + std::to_string(options_.node_rank) + " is already taken by " +
+                        describe(options_.node_rank, holder) + "; give every node its own --node-rank");
+    }
+    return join(after_lost_launcher(attempt, holder.host));
   }
   store_->set(mine, bytes_of(std::to_string(options_.nnodes) + " " + std::to_string(options_.nproc_per_node) + " " +
-                             this_host()));
+                             this_host() + " " + this_launcher()));
   const auto deadline = std::chrono::steady_clock::now() + options_.rdzv_timeout;
   std::vector<bool> seen(options_.nnodes, false);
   seen[options_.node_rank] = true;
@@ -208,6 +228,25 @@ void JobAttempts::join(int attempt) {
     }
     std::this_thread::sleep_for(kPollEvery);
   }
+  return attempt;
+}
+
+bool JobAttempts::beating(const std::string& launcher) {
+  const int64_t before = store_->add(launcher_beats_key(launcher), 0);
+  std::this_thread::sleep_for(kSilentAfter);
+  return store_->add(launcher_beats_key(launcher), 0) != before;
+}
+
+// This node's launcher before this one is gone, and `attempt` runs on without its workers
+// (the others may not have noticed yet): it fails, and this launcher joins the next one.
+int JobAttempts::after_lost_launcher(int attempt, const std::string& its_host) {
+  fail(attempt, "its launcher was started again: the one before it (on " + its_host + ") is gone with its workers");
+  if (attempt >= options_.max_restarts) {
+    throw ConfigError("node " + std::to_string(options_.node_rank) + "'s launcher before this one is gone, and the "
+                      "job has no restart left to start it again (--max-restarts " +
+                      std::to_string(options_.max_restarts) + ")");
+  }
+  return attempt + 1;
 }
 
 void JobAttempts::fail(int attempt, const std::string& cause) {

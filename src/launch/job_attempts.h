@@ -33,10 +33,12 @@ class JobAttempts {
   int current();
 
   /// Registers this node's rank, --nnodes and -n for `attempt`, and waits up to
-  /// options.rdzv_timeout until every node has. Launchers started inconsistently fail within
-  /// moments, with one line naming both values: two with one --node-rank, or different
-  /// --nnodes or -n (ConfigError). Nodes that never come are named (TimeoutError).
-  void join(int attempt);
+  /// options.rdzv_timeout until every node has; returns the attempt joined. Launchers started
+  /// inconsistently fail within moments, with one line naming both values: two live ones with
+  /// one --node-rank, or different --nnodes or -n (ConfigError). Nodes that never come are
+  /// named (TimeoutError). Where this node's launcher before this one took `attempt` and is
+  /// gone, `attempt` fails (its workers are gone too) and this launcher joins the next.
+  int join(int attempt);
 
   /// Tells the other nodes that `attempt` failed because of `cause` (the first report counts).
   void fail(int attempt, const std::string& cause);
@@ -52,6 +54,9 @@ class JobAttempts {
 
  private:
   void keep_the_store_until_the_others_end();
+  /// Whether `launcher` (a NodeRecord's) still beats.
+  bool beating(const std::string& launcher);
+  int after_lost_launcher(int attempt, const std::string& its_host);
   /// Runs `use` on the store (what lambdas below take as `store`).
   template <typename Use>
   auto use_store(Use use) { return use(*store_); }

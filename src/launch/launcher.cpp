@@ -67,7 +67,12 @@ class Launcher {
     std::string last_failure;  // of the attempt before, for the workers of the next
     // A launcher started again after its node was lost joins the attempt in progress.
     for (int attempt = attempts_->current();; ++attempt) {
-      attempts_->join(attempt);
+      const int asked = attempt;
+      attempt = attempts_->join(attempt);
+      if (attempt != asked) {
+        report("restart " + std::to_string(attempt) + " of " + std::to_string(options_.max_restarts) +
+               ": this node's launcher before this one is gone, and with it its workers of the job");
+      }
       WorkerGroup workers(options_.stop_timeout, terminal_);
       start_workers(workers, attempt, last_failure);
       bool store_lost = false;

@@ -139,6 +139,12 @@ int main(int argc, char** argv) {
       signal(SIGTERM, SIG_IGN);
     } else if (step == "partial") {
       std::cout << next() << std::flush;
+    } else if (step == "sleep-if-first") {  // only in the job's first attempt
+      const double seconds = std::stod(next());
+      const char* restarts = std::getenv("LOCKSTEP_RESTART_COUNT");
+      if (restarts == nullptr || std::string(restarts) == "0") {
+        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+      }
     } else if (step == "sleep") {
       std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(next())));
     } else {

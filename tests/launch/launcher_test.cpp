@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include <gtest/gtest.h>
 
@@ -118,6 +120,61 @@ TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
     EXPECT_EQ(printed_value(output, rank, "MASTER_PORT"), port);
     EXPECT_EQ(printed_value(output, rank, "LOCKSTEP_BACKEND"), "gloo");
   }
+}
+
+// Node `node` of a job of two nodes of one worker each on this machine, running `steps`.
+std::unique_ptr<ToolProcess> node_of_two(int node, const std::string& port, const std::vector<std::string>& steps,
+                                         const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> options = {"-n", "1", "--nnodes", "2", "--node-rank", std::to_string(node),
+                                      "--master-addr", "127.0.0.1", "--master-port", port, "--backend", "gloo"};
+  options.insert(options.end(), extra.begin(), extra.end());
+  return std::make_unique<ToolProcess>(lockstep_run(options, steps));
+}
+
+// Until `launcher` has started its worker (which wrote its pid file), or a bounded wait.
+bool worker_started(const ToolProcess& launcher, const std::string& directory, int rank) {
+  return !wait_for_pid_files(directory, rank + 1, std::chrono::seconds(30)).empty() && process_alive(launcher.pid());
+}
+
+TEST(LockstepRun, TwoLiveLaunchersWithOneNodeRankAreRefusedNamingTheFirst) {
+  TemporaryDirectory dir;
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> steps = {"pidfile", dir.path(), "sleep", "20"};
+  auto first = node_of_two(0, port, steps);
+  auto second = node_of_two(1, port, steps);
+  ASSERT_TRUE(worker_started(*second, dir.path(), 1)) << second->stderr_text();
+  auto duplicate = node_of_two(1, port, steps);
+  ASSERT_TRUE(duplicate->wait_for_exit(kExitBound)) << duplicate->stderr_text();
+  EXPECT_EQ(duplicate->exit_code(), 2) << duplicate->stderr_text();
+  EXPECT_TRUE(contains(duplicate->stderr_text(), "--node-rank 1 is already taken by node 1 (on ")) << duplicate->stderr_text();
+  EXPECT_TRUE(process_alive(second->pid())) << "the first launcher of node 1 goes on";
+}
+
+// Node 1's launcher is killed, and started again before the job noticed (its workers do not
+// talk to each other, and the heartbeat timeout is far off): the attempt it left fails at
+// once, and both nodes run the next one.
+TEST(LockstepRun, ALauncherStartedAgainBeforeTheJobNoticedItsLossRestartsTheJob) {
+  TemporaryDirectory dir;
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> steps = {"pidfile", dir.path(), "sleep-if-first", "60", "env"};
+  const std::vector<std::string> restarts = {"--max-restarts", "1", "--heartbeat-timeout", "60"};
+  auto first = node_of_two(0, port, steps, restarts);
+  auto second = node_of_two(1, port, steps, restarts);
+  ASSERT_TRUE(worker_started(*second, dir.path(), 1)) << second->stderr_text();
+  kill(second->pid(), SIGKILL);
+  ASSERT_TRUE(second->wait_for_exit(std::chrono::seconds(5)));
+  auto again = node_of_two(1, port, steps, restarts);
+  ASSERT_TRUE(again->wait_for_exit(kExitBound)) << again->stderr_text();
+  ASSERT_TRUE(first->wait_for_exit(kExitBound)) << first->stderr_text();
+  EXPECT_EQ(again->exit_code(), 0) << again->stderr_text();
+  EXPECT_EQ(first->exit_code(), 0) << first->stderr_text();
+  EXPECT_TRUE(contains(again->stderr_text(), "lockstep run: restart 1 of 1: this node's launcher before this one is "
+                                             "gone")) << again->stderr_text();
+  EXPECT_TRUE(contains(first->stderr_text(), "lockstep run: restart 1 of 1: starting every worker afresh after node 1 "
+                                             "(on ")) << first->stderr_text();
+  EXPECT_TRUE(contains(first->stderr_text(), "): its launcher was started again")) << first->stderr_text();
+  EXPECT_EQ(printed_value(first->stdout_text(), 0, "LOCKSTEP_RESTART_COUNT"), "1") << first->stdout_text();
+  EXPECT_EQ(printed_value(again->stdout_text(), 1, "LOCKSTEP_RESTART_COUNT"), "1") << again->stdout_text();
 }
 
 TEST(LockstepRun, UnfinishedLastLineIsFlushedWhenTheWorkerEnds) {
