@@ -27,13 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every digit, so that the workers get exactly the value the user gave.
-std::string exact(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
 std::string percent(double fraction) {
   char text[16];
   std::snprintf(text, sizeof text, "%.2f%%", 100 * fraction);
@@ -43,66 +36,71 @@ std::string percent(double fraction) {
 }  // namespace
 
 void TrainJob::add_options(CLI::App& command) {
-  command.add_option("--dataset", dataset, "Registry name of the dataset")->capture_default_str();
-  command.add_option("--model", model, "mlp, cnn, resnet18, resnet34, resnet50, or a TorchScript file (FILE.pt)")
+  auto flags = flags_.declaring(command, *this);
+  flags.option("--dataset", &TrainJob::dataset, "Registry name of the dataset")->capture_default_str();
+  flags.option("--model", &TrainJob::model, "mlp, cnn, resnet18, resnet34, resnet50, or a TorchScript file (FILE.pt)")
       ->capture_default_str();
-  workers_option = command.add_option("-n,--workers", workers, "Workers on this machine")->capture_default_str();
-  mode_option = command.add_option("--mode", mode, "threads (replicas in one process) or processes (one per worker)")
+  workers_option = flags.option("-n,--workers", &TrainJob::workers, "Workers on this machine")->capture_default_str();
+  mode_option = flags.option("--mode", &TrainJob::mode, "threads (replicas in one process) or processes (one per worker)")
                     ->check(CLI::IsMember({"threads", "processes"}))
                     ->capture_default_str();
-  command.add_option("--device", device, "auto (cuda when a GPU is visible), cpu, cuda (a GPU per worker, by local rank) or cuda:N")
+  flags.option("--device", &TrainJob::device,
+               "auto (cuda when a GPU is visible), cpu, cuda (a GPU per worker, by local rank) or cuda:N")
       ->capture_default_str();
-  command.add_option("--precision", precision, "fp32, or bf16 (mixed precision through autocast)")
+  flags.option("--precision", &TrainJob::precision, "fp32, or bf16 (mixed precision through autocast)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
-  command.add_option("--epochs", epochs, "Epochs")->capture_default_str();
-  command.add_option("--batch-size", batch_size, "Examples per batch and worker")->capture_default_str();
-  command.add_option("--optimizer", optimizer, "sgd, adam or adamw")
+  flags.option("--epochs", &TrainJob::epochs, "Epochs")->capture_default_str();
+  flags.option("--batch-size", &TrainJob::batch_size, "Examples per batch and worker")->capture_default_str();
+  flags.option("--optimizer", &TrainJob::optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
-  lr_option = command.add_option("--lr", lr, "Base learning rate (default: 0.05 for sgd, 0.001 for adam and adamw)");
-  command.add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
-  weight_decay_option = command.add_option("--weight-decay", weight_decay,
-                                           "Weight decay (default: 5e-4 for sgd, 0 for adam, 0.01 for adamw)");
-  command.add_option("--schedule", schedule, "constant, step or cosine")
+  lr_option = flags.option("--lr", &TrainJob::lr, "Base learning rate (default: 0.05 for sgd, 0.001 for adam and adamw)");
+  flags.option("--momentum", &TrainJob::momentum, "SGD momentum")->capture_default_str();
+  weight_decay_option = flags.option("--weight-decay", &TrainJob::weight_decay,
+                                     "Weight decay (default: 5e-4 for sgd, 0 for adam, 0.01 for adamw)");
+  flags.option("--schedule", &TrainJob::schedule, "constant, step or cosine")
       ->check(CLI::IsMember({"constant", "step", "cosine"}))
       ->capture_default_str();
-  command.add_option("--warmup-steps", warmup_steps, "Linear warm-up steps")->capture_default_str();
-  command.add_option("--clip-grad-norm", clip_grad_norm, "Clip gradients to this global norm (0: off)");
-  command.add_option("--zero", zero, "1: shard the optimizer state across the workers (ZeRO stage 1); 0: every worker "
-                     "keeps all of it")
+  flags.option("--warmup-steps", &TrainJob::warmup_steps, "Linear warm-up steps")->capture_default_str();
+  flags.option("--clip-grad-norm", &TrainJob::clip_grad_norm, "Clip gradients to this global norm (0: off)");
+  flags.option("--zero", &TrainJob::zero, "1: shard the optimizer state across the workers (ZeRO stage 1); 0: every "
+               "worker keeps all of it")
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
-  command.add_option("--bucket-cap-mb", bucket_cap_mb, "Gradient bucket size of DistributedDataParallel, in MiB (the first "
-                     "bucket at most 1)")->capture_default_str();
-  command.add_option("--scale-lr", scale_lr, "Multiply the learning rate by the world size");
-  command.add_flag("--augment", augment, "Random crops and flips of small images");
-  command.add_option("--bind", bind,
-                     "core: each worker (process or replica thread) on a physical core of its own; none: no "
-                     "pinning (default: none on a GPU, else core when there are enough cores)")
+  flags.option("--bucket-cap-mb", &TrainJob::bucket_cap_mb, "Gradient bucket size of DistributedDataParallel, in MiB "
+               "(the first bucket at most 1)")->capture_default_str();
+  flags.option("--scale-lr", &TrainJob::scale_lr, "Multiply the learning rate by the world size");
+  flags.flag("--augment", &TrainJob::augment, "Random crops and flips of small images");
+  flags.option("--bind", &TrainJob::bind,
+               "core: each worker (process or replica thread) on a physical core of its own; none: no "
+               "pinning (default: none on a GPU, else core when there are enough cores)")
       ->check(CLI::IsMember({"core", "none"}));
-  command.add_flag("--timeline", timeline,
-                   "Record every rank's steps, buckets and collectives into RUN/timeline.json (Perfetto, "
-                   "chrome://tracing; lockstep timeline summary)");
-  command.add_flag("--deterministic", deterministic,
-                   "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
-  command.add_option("--out", out, "Run folder (default: runs/DATASET-MODEL-TIME)");
-  command.add_flag("--resume", resume, "Continue from the newest checkpoint in --out (default: the newest run)");
-  command.add_option("--seed", seed, "Seed of the model's initialisation and the data order")->capture_default_str();
-  threads_option = command.add_option(
-      "--threads", threads, "Loader threads per worker (default 1, or on GPUs the cores shared among the workers, up to 8)");
-  command.add_option("--log-every", log_every, "Steps between logged metrics")->capture_default_str();
-  command.add_option("--checkpoint-every", checkpoint_every, "Steps between checkpoints, besides epoch ends (0: none)");
-  command.add_option("--keep", keep, "Checkpoints kept")->capture_default_str();
-  command.add_option("--limit", limit, "Train on the first N examples only");
-  command.add_option("--val-limit", val_limit, "Validate on the first N examples only");
-  command.add_option("--val-split", val_split, "Split to validate on (default: val, else test)");
-  command.add_option("--stop-after-step", stop_after_step, "End after this step and its checkpoint, as if interrupted");
-  command.add_option("--max-restarts", max_restarts,
-                     "Restart every worker after one fails, up to N times, resuming from the newest checkpoint "
-                     "(implies --mode processes)");
-  command.add_option("--heartbeat-timeout", heartbeat_timeout,
-                     "Processes mode: seconds without a worker's heartbeats after which it is named as hung")
+  flags.flag("--timeline", &TrainJob::timeline,
+             "Record every rank's steps, buckets and collectives into RUN/timeline.json (Perfetto, "
+             "chrome://tracing; lockstep timeline summary)");
+  flags.flag("--deterministic", &TrainJob::deterministic,
+             "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
+  flags.option("--out", &TrainJob::out, "Run folder (default: runs/DATASET-MODEL-TIME)");
+  flags.flag("--resume", &TrainJob::resume, "Continue from the newest checkpoint in --out (default: the newest run)");
+  flags.option("--seed", &TrainJob::seed, "Seed of the model's initialisation and the data order")->capture_default_str();
+  threads_option = flags.option("--threads", &TrainJob::threads, "Loader threads per worker (default 1, or on GPUs "
+                                "the cores shared among the workers, up to 8)");
+  flags.option("--log-every", &TrainJob::log_every, "Steps between logged metrics")->capture_default_str();
+  flags.option("--checkpoint-every", &TrainJob::checkpoint_every,
+               "Steps between checkpoints, besides epoch ends (0: none)");
+  flags.option("--keep", &TrainJob::keep, "Checkpoints kept")->capture_default_str();
+  flags.option("--limit", &TrainJob::limit, "Train on the first N examples only");
+  flags.option("--val-limit", &TrainJob::val_limit, "Validate on the first N examples only");
+  flags.option("--val-split", &TrainJob::val_split, "Split to validate on (default: val, else test)");
+  flags.option("--stop-after-step", &TrainJob::stop_after_step,
+               "End after this step and its checkpoint, as if interrupted");
+  // The launcher's, not the workers'.
+  flags.kept("--max-restarts", &TrainJob::max_restarts,
+             "Restart every worker after one fails, up to N times, resuming from the newest checkpoint "
+             "(implies --mode processes)");
+  flags.kept("--heartbeat-timeout", &TrainJob::heartbeat_timeout,
+             "Processes mode: seconds without a worker's heartbeats after which it is named as hung")
       ->capture_default_str();
   datasets.add_to(command);
 }
@@ -132,16 +130,16 @@ void TrainJob::check() const {
   if (workers < 1) throw ConfigError("-n must be at least 1, got " + std::to_string(workers));
   if (epochs < 1) throw ConfigError("--epochs must be at least 1, got " + std::to_string(epochs));
   if (batch_size < 1) throw ConfigError("--batch-size must be at least 1, got " + std::to_string(batch_size));
-  if (lr <= 0) throw ConfigError("--lr must be positive, got " + exact(lr));
+  if (lr <= 0) throw ConfigError("--lr must be positive, got " + argument_of(lr));
   if (threads < 0) throw ConfigError("--threads must not be negative");
-  if (heartbeat_timeout <= 0) throw ConfigError("--heartbeat-timeout must be positive, got " + exact(heartbeat_timeout));
+  if (heartbeat_timeout <= 0) throw ConfigError("--heartbeat-timeout must be positive, got " + argument_of(heartbeat_timeout));
   if (max_restarts < 0) throw ConfigError("--max-restarts must not be negative, got " + std::to_string(max_restarts));
   if (max_restarts > 0 && mode == "threads") {
     throw ConfigError("--max-restarts restarts worker processes, but --mode threads runs the workers inside this "
                       "one; leave out --mode threads");
   }
-  if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + exact(weight_decay));
-  if (bucket_cap_mb <= 0) throw ConfigError("--bucket-cap-mb must be positive, got " + exact(bucket_cap_mb));
+  if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + argument_of(weight_decay));
+  if (bucket_cap_mb <= 0) throw ConfigError("--bucket-cap-mb must be positive, got " + argument_of(bucket_cap_mb));
   train::choose_device(device, 0);  // says why CUDA cannot be used, before any worker starts
   check_model();
   check_out();
@@ -183,29 +181,10 @@ std::string TrainJob::newest_run() const {
 }
 
 std::vector<std::string> TrainJob::as_arguments() const {
-  std::vector<std::string> a = {"--dataset", dataset, "--model", model, "--workers", std::to_string(workers),
-                                "--mode", mode, "--device", device, "--precision", precision,
-                                "--optimizer", optimizer,
-                                "--epochs", std::to_string(epochs), "--batch-size", std::to_string(batch_size),
-                                "--lr", exact(lr), "--momentum", exact(momentum),
-                                "--weight-decay", exact(weight_decay), "--schedule", schedule,
-                                "--warmup-steps", std::to_string(warmup_steps), "--clip-grad-norm", exact(clip_grad_norm),
-                                "--zero", std::to_string(zero),
-                                "--bucket-cap-mb", exact(bucket_cap_mb),
-                                "--scale-lr", scale_lr ? "true" : "false", "--out", out, "--seed", std::to_string(seed),
-                                "--threads", std::to_string(threads), "--log-every", std::to_string(log_every),
-                                "--checkpoint-every", std::to_string(checkpoint_every), "--keep", std::to_string(keep),
-                                "--limit", std::to_string(limit), "--val-limit", std::to_string(val_limit),
-                                "--stop-after-step", std::to_string(stop_after_step)};
-  if (resume) a.push_back("--resume");
-  if (augment) a.push_back("--augment");
-  if (deterministic) a.push_back("--deterministic");
-  if (timeline) a.push_back("--timeline");
-  if (!bind.empty()) a.insert(a.end(), {"--bind", bind});
-  if (!val_split.empty()) a.insert(a.end(), {"--val-split", val_split});
+  std::vector<std::string> arguments = flags_.arguments(*this);
   const auto registry = datasets.as_arguments();
-  a.insert(a.end(), registry.begin(), registry.end());
-  return a;
+  arguments.insert(arguments.end(), registry.begin(), registry.end());
+  return arguments;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "handed_flags.h"
 #include "registry_choice.h"
 
 namespace lockstep::tools {
@@ -78,6 +79,8 @@ struct TrainJob {
   std::vector<std::string> as_arguments() const;
 
  private:
+  HandedFlags<TrainJob> flags_;  // every flag above, declared once in add_options
+
   // A known name, or a readable file.
   void check_model() const;
   // --out does not hold another run's checkpoints unless resuming.
