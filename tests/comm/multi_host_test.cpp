@@ -109,7 +109,8 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
     if (comes_back) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       auto again = launch_on(hosts, 1, port, "2", "loop-then-all", extra);
-      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(120))) << first->stderr_text();
+      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(120)))
+          << first->stderr_text() << first->stdout_text() << "node 1, started again:\n" << again->stderr_text();
       ASSERT_TRUE(again->wait_for_exit(std::chrono::seconds(30))) << again->stderr_text();
       EXPECT_EQ(first->exit_code(), 0) << first->stdout_text() << first->stderr_text();
       EXPECT_EQ(again->exit_code(), 0) << again->stdout_text() << again->stderr_text();
@@ -120,7 +121,7 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
                                       " of 2, gloo, shm+gloo): all collectives correct")) << all;
       }
     } else {
-      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text();
+      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text() << first->stdout_text();
       EXPECT_NE(first->exit_code(), 0);
       EXPECT_TRUE(contains(first->stderr_text(), "node 1 did not come back for restart 1 within 3 s (--rdzv-timeout)"))
           << first->stderr_text();
