@@ -111,7 +111,7 @@ std::vector<StepSplit> steps_of(const RankEvents& rank) {
 }
 
 // Collectives matched across ranks by group and sequence number; who called each last.
-std::vector<Straggler> stragglers_of(const nlohmann::json& events, const Summary& summary) {
+std::vector<LateCaller> late_callers_of(const nlohmann::json& events, const Summary& summary) {
   // (kind, group, seq) -> (rank, when it called)
   std::map<std::tuple<std::string, std::string, int64_t>, std::vector<std::pair<int, double>>> calls;
   for (const auto& e : events) {
@@ -137,9 +137,9 @@ std::vector<Straggler> stragglers_of(const nlohmann::json& events, const Summary
   }
   std::map<int, const RankSteps*> steps;
   for (const auto& r : summary.ranks) steps[r.rank] = &r;
-  std::vector<Straggler> found;
+  std::vector<LateCaller> found;
   for (const auto& [kind, tally] : kinds) {
-    Straggler s;
+    LateCaller s;
     s.kind = kind;
     s.calls = tally.calls;
     for (const auto& [rank, late] : tally.late) {
@@ -157,13 +157,27 @@ std::vector<Straggler> stragglers_of(const nlohmann::json& events, const Summary
     if (steps.count(s.rank) != 0) {
       s.name = steps[s.rank]->name;
       const StepSplit mine = steps[s.rank]->median();
-      s.reason = mine.data - median_of(data) >= mine.compute - median_of(compute) ? "data" : "compute";
+      s.reason = reason_of(mine.data - median_of(data), mine.compute - median_of(compute));
     } else {
       s.name = "rank " + std::to_string(s.rank);
     }
     found.push_back(s);
   }
   return found;
+}
+
+// Step by step over the steps every rank recorded, each step's slowest rank: the straggler
+// as the live notice finds it (straggler.h), its rank an index into `ranks`.
+std::optional<Straggler> straggler_of(const std::vector<RankSteps>& ranks) {
+  size_t steps = ranks.empty() ? 0 : ranks.front().steps.size();
+  for (const auto& r : ranks) steps = std::min(steps, r.steps.size());
+  std::vector<SlowestRank> slowest;
+  for (size_t k = 0; k < steps; ++k) {
+    std::vector<StepTimes> step;
+    for (const auto& r : ranks) step.push_back({r.steps[k].data, r.steps[k].compute});
+    slowest.push_back(slowest_of(step));
+  }
+  return lockstep::timeline::straggler_of(slowest);
 }
 
 std::string format(const char* pattern, double value) {
@@ -202,7 +216,9 @@ Summary summarize(const nlohmann::json& events, const std::string& source) {
     throw DataError(source + ": the timeline holds no training steps (was it written by lockstep train --timeline, or "
                     "a program using lockstep::train::Trainer?)");
   }
-  summary.stragglers = stragglers_of(events, summary);
+  summary.late_callers = late_callers_of(events, summary);
+  summary.straggler = straggler_of(summary.ranks);
+  if (summary.straggler) summary.straggler_name = summary.ranks[summary.straggler->rank].name;
   return summary;
 }
 
@@ -216,10 +232,18 @@ std::string summary_table(const Summary& summary) {
            format("%.2f", m.compute) + " | " + format("%.2f", m.exposed) + " | " + format("%.2f", m.comm) + " | " +
            format("%.0f%%", m.overlap()) + " |\n";
   }
+  if (summary.straggler) {
+    const Straggler& s = *summary.straggler;
+    out += "\nstraggler: " + summary.straggler_name + ", " + format("%.0f%%", 100 * s.behind) + " behind in " +
+           format("%.0f%%", 100 * s.share) + " of the steps: " + (s.reason == "data" ? "waiting for data" : "compute") +
+           "\n";
+  } else {
+    out += "\nstraggler: none (no rank was the slowest by more than a fifth in most steps)\n";
+  }
   out += "\nstragglers (the rank that called each kind of collective last most often):\n\n"
          "| collective | calls | last most often | share | late by (median) | reason |\n"
          "|---|---:|---|---:|---:|---|\n";
-  for (const auto& s : summary.stragglers) {
+  for (const auto& s : summary.late_callers) {
     out += "| " + s.kind + " | " + std::to_string(s.calls) + " | " + s.name + " | " + format("%.0f%%", 100 * s.share) +
            " | " + format("%.2f ms", s.late_ms) + " | " + s.reason + " |\n";
   }
@@ -241,8 +265,14 @@ nlohmann::json summary_json(const Summary& summary) {
                                         {"comm_ms", m.comm}, {"overlap_percent", m.overlap()}}},
                             {"steps", steps}});
   }
+  out["straggler"] = nullptr;
+  if (summary.straggler) {
+    const Straggler& s = *summary.straggler;
+    out["straggler"] = {{"rank", summary.ranks[s.rank].rank}, {"name", summary.straggler_name}, {"behind", s.behind},
+                        {"share", s.share}, {"reason", s.reason}};
+  }
   out["stragglers"] = nlohmann::json::array();
-  for (const auto& s : summary.stragglers) {
+  for (const auto& s : summary.late_callers) {
     out["stragglers"].push_back({{"collective", s.kind}, {"calls", s.calls}, {"rank", s.rank}, {"name", s.name},
                                  {"share", s.share}, {"late_ms", s.late_ms}, {"reason", s.reason}});
   }

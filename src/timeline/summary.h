@@ -1,10 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "timeline/straggler.h"
 
 // What a merged timeline says: where each rank's steps went, and who kept the others waiting
 // (`lockstep timeline summary`, `lockstep plot`).
@@ -29,19 +32,21 @@ struct RankSteps {
 };
 
 /// For one kind of collective: the rank that called it last most often.
-struct Straggler {
+struct LateCaller {
   std::string kind;    // "all_reduce"
   int64_t calls = 0;   // called by every rank of its group
   int rank = -1;       // last most often
   std::string name;    // "rank 1 on HOST"
   double share = 0;    // of the calls it was last at
   double late_ms = 0;  // by how much, the median when it was last (after the median of the others)
-  std::string reason;  // "data" or "compute": where it spent more than the others
+  std::string reason;  // "data" or "compute": where it spent more than the others (reason_of)
 };
 
 struct Summary {
   std::vector<RankSteps> ranks;
-  std::vector<Straggler> stragglers;
+  std::vector<LateCaller> late_callers;
+  std::optional<Straggler> straggler;  // over every step, as the live notice finds it
+  std::string straggler_name;          // "rank 1 on HOST"
 };
 
 /// From a merged trace's events (trace_file.h). DataError when it holds no training steps.

@@ -2,9 +2,7 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
-#include <map>
 
 #include <ATen/ATen.h>
 
@@ -13,15 +11,8 @@
 namespace lockstep::train {
 namespace {
 
-constexpr size_t kWindow = 10;     // steps looked back on
-constexpr double kBehind = 0.2;    // slower than the others' median by more than this share
+constexpr size_t kWindow = 10;  // steps looked back on
 constexpr int64_t kHostBytes = 64;
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
-}
 
 }  // namespace
 
@@ -35,50 +26,23 @@ StragglerWatch::StragglerWatch(ProcessGroup group) : group_(std::move(group)) {
 
 void StragglerWatch::add_step(double data, double compute, double comm) {
   const auto parts = all_gather(at::tensor({data, compute, comm}, at::kDouble), group_);
-  const int n = static_cast<int>(parts.size());
-  std::vector<double> busy, datas, computes;
+  std::vector<timeline::StepTimes> steps;
   for (const auto& p : parts) {
     const double* v = p.data_ptr<double>();
-    busy.push_back(v[0] + v[1]);
-    datas.push_back(v[0]);
-    computes.push_back(v[1]);
+    steps.push_back({v[0], v[1]});
     for (int k = 0; k < 3; ++k) sums_[k] += v[k];
     ++counted_;
   }
-  if (n < 2) return;
-  const int slowest = static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
-  auto others = [&](const std::vector<double>& values) {
-    std::vector<double> rest;
-    for (int r = 0; r < n; ++r) {
-      if (r != slowest) rest.push_back(values[r]);
-    }
-    return median_of(rest);
-  };
-  const double usual = others(busy);
-  window_.push_back({slowest, usual > 0 ? busy[slowest] / usual - 1 : 0, datas[slowest] - others(datas),
-                     computes[slowest] - others(computes)});
+  if (steps.size() < 2) return;
+  window_.push_back(timeline::slowest_of(steps));
   if (window_.size() > kWindow) window_.pop_front();
   if (noticed_ || window_.size() < kWindow) return;
-
-  std::map<int, std::vector<const Slowest*>> behind;
-  for (const auto& s : window_) {
-    if (s.behind > kBehind) behind[s.rank].push_back(&s);
-  }
-  for (const auto& [rank, steps] : behind) {
-    if (steps.size() * 2 <= kWindow) continue;
-    std::vector<double> shares;
-    double data = 0, compute = 0;
-    for (const Slowest* s : steps) {
-      shares.push_back(s->behind);
-      data += s->data_excess;
-      compute += s->compute_excess;
-    }
-    noticed_ = true;
-    notice_ = "rank " + std::to_string(group_.ranks().at(rank)) + " on " + hosts_[rank] + " is " +
-              std::to_string(static_cast<int>(100 * median_of(shares) + 0.5)) + "% behind: " +
-              (data >= compute ? "waiting for data" : "compute");
-    return;
-  }
+  const auto straggler = timeline::straggler_of({window_.begin(), window_.end()});
+  if (!straggler) return;
+  noticed_ = true;
+  notice_ = "rank " + std::to_string(group_.ranks().at(straggler->rank)) + " on " + hosts_[straggler->rank] + " is " +
+            std::to_string(static_cast<int>(100 * straggler->behind + 0.5)) + "% behind: " +
+            (straggler->reason == "data" ? "waiting for data" : "compute");
 }
 
 std::string StragglerWatch::take_notice() {

@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "lockstep/comm/process_group.h"
+#include "timeline/straggler.h"
 
 namespace lockstep::train {
 
 // Which rank keeps the others waiting, step by step: every rank shares its split of each step
 // (waiting for data, computing, waiting for gradients) in one small all_gather, so that all
-// of them see the same thing. When one rank has been the slowest, by more than a fifth, in
-// most of the last steps, there is one notice to show.
+// of them see the same thing. When the last steps have a straggler (timeline/straggler.h,
+// the summary's definition too), there is one notice to show.
 class StragglerWatch {
  public:
   /// Every rank of `group` constructs it together (it learns the ranks' host names).
@@ -27,16 +28,9 @@ class StragglerWatch {
   std::vector<std::pair<std::string, double>> interval_means();
 
  private:
-  struct Slowest {
-    int rank;
-    double behind;          // its data + compute over the others' median, less 1
-    double data_excess;     // seconds beyond the others' median
-    double compute_excess;
-  };
-
   ProcessGroup group_;
   std::vector<std::string> hosts_;
-  std::deque<Slowest> window_;
+  std::deque<timeline::SlowestRank> window_;
   bool noticed_ = false;
   std::string notice_;
   double sums_[3] = {0, 0, 0};

@@ -157,7 +157,13 @@ TEST(Timeline, ARankSlowedOnPurposeIsNamedWithTheReasonLiveAndInTheSummary) {
       EXPECT_GT(s["late_ms"].get<double>(), 50) << s.dump();
     }
     EXPECT_TRUE(found) << summary.output;
+    // The same straggler as the live notice, over every step.
+    EXPECT_EQ(parsed["straggler"]["rank"], 1) << summary.output;
+    EXPECT_EQ(parsed["straggler"]["reason"], reason) << summary.output;
+    EXPECT_GT(parsed["straggler"]["share"].get<double>(), 0.5) << summary.output;
     const auto table = run_process({LOCKSTEP_TOOL, "timeline", "summary", out + "/timeline.json"});
+    EXPECT_TRUE(contains(table.output, "straggler: rank 1 on ")) << table.output;
+    EXPECT_TRUE(contains(table.output, " of the steps: " + notice + "\n")) << table.output;
     EXPECT_TRUE(contains(table.output, "| all_reduce |")) << table.output;
     EXPECT_TRUE(contains(table.output, "exposed communication")) << table.output;
   }
