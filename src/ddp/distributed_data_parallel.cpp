@@ -84,7 +84,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     : module_(std::move(module)), options_(std::move(options)) {
   if (!is_initialized()) throw Error("lockstep::DistributedDataParallel: call lockstep::init() first");
   // A handle that stays this group after a later init() (the default one would follow it).
-  options_.group(ProcessGroup(options_.group().state().shared_from_this()));
+  options_.group(ProcessGroup(detail::state_of(options_.group()).shared_from_this()));
   refuse_parameters_on_several_devices(*module_);
   refuse_replicas_sharing_a_gpu(*module_, options_.group());
   // Also fails on every rank if the models differ.

@@ -1,6 +1,5 @@
 #include "train/fit_steps.h"
 
-#include "comm/groups/process_group.h"
 #include "lockstep/comm/init.h"
 #include "timeline/recorder.h"
 
@@ -12,7 +11,7 @@ TimelineSteps::TimelineSteps(ProcessGroup group, std::function<size_t()> buckets
     : group_(std::move(group)), buckets_(std::move(buckets)), rank_(lockstep::rank()) {}
 
 void TimelineSteps::batch_arrived(int64_t step, double fetch_started_us) {
-  first_collective_ = collectives_called(group_);
+  first_collective_ = group_.collectives_called();
   // The step holds the wait for its batch: begun where that wait began.
   tl::record(rank_, tl::Track::training, 'B', tl::event::kStep, fetch_started_us, 0, tl::Args().add(tl::key::kStep, step));
   tl::record(rank_, tl::Track::training, 'X', tl::event::kDataWait, fetch_started_us, tl::now_us(rank_));
@@ -23,7 +22,7 @@ void TimelineSteps::step_ended(int64_t /*step*/) {
   tl::record(rank_, tl::Track::training, 'E', tl::event::kStep, tl::now_us(rank_), 0,
              tl::Args()
                  .add(tl::key::kFirstCollective, static_cast<int64_t>(first_collective_))
-                 .add(tl::key::kCollectives, static_cast<int64_t>(collectives_called(group_) - first_collective_))
+                 .add(tl::key::kCollectives, static_cast<int64_t>(group_.collectives_called() - first_collective_))
                  .add(tl::key::kBuckets, static_cast<int64_t>(buckets_())));
 }
 

@@ -159,6 +159,34 @@ TEST(Replicas, SubGroupsAndAsyncWorkRunBesideTheDefaultGroup) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(wrong[r], "") << "replica " << r;
 }
 
+// Each group numbers its own collectives; a rank outside a group is told it is not a member.
+TEST(Replicas, EachGroupCountsTheCollectivesCalledOnIt) {
+  std::vector<std::string> wrong(3);
+  run_replicas(3, [&](ProcessGroup group) {
+    const int r = group.rank();
+    const ProcessGroup pair = new_group({0, 1});
+    const uint64_t before = group.collectives_called();
+    Tensor t = torch::ones({4});
+    all_reduce(t);
+    broadcast(t, 0);
+    if (group.collectives_called() != before + 2) wrong[r] += "default group count; ";
+    if (pair.is_member()) {
+      if (pair.collectives_called() != 0) wrong[r] += "a new group starts at 0; ";
+      all_reduce(t, ReduceOp::Sum, pair);
+      if (pair.collectives_called() != 1) wrong[r] += "pair count; ";
+      if (group.collectives_called() != before + 2) wrong[r] += "the pair's call counted on the default group; ";
+    } else {
+      try {
+        pair.collectives_called();
+        wrong[r] += "no error outside the group; ";
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("is not a member of the group of ranks") == std::string::npos) wrong[r] += e.what();
+      }
+    }
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(wrong[r], "") << "replica " << r;
+}
+
 TEST(Replicas, MismatchedCallsNameEachReplicasCallAndTheGroupGoesOn) {
   std::vector<std::string> errors(2);
   std::vector<int> after(2);

@@ -1,14 +1,20 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace lockstep {
 
+class ProcessGroup;
+
 namespace detail {
 struct GroupState;
-}
+/// What a handle stands for (the default group's state when default-constructed): for
+/// lockstep's own code, not part of the API.
+GroupState& state_of(const ProcessGroup& group);
+}  // namespace detail
 
 /// A set of ranks that run collectives together, each group in its own order and on its
 /// own background thread. A cheap handle: copies share the group. Default-constructed, it
@@ -27,11 +33,13 @@ class ProcessGroup {
   /// How the group's bytes travel: "shm" (shared memory), "gloo", "mpi", "shm+gloo" or
   /// "shm+mpi" (shared memory inside hosts, the backend between them), or "self" (one rank).
   std::string transport() const;
-
-  /// The group's state (the default group's when default-constructed).
-  detail::GroupState& state() const;
+  /// How many collectives this rank has called on the group so far: the sequence number
+  /// of its next one (the timeline counts a step's collectives by it).
+  uint64_t collectives_called() const;
 
  private:
+  friend detail::GroupState& detail::state_of(const ProcessGroup& group);
+
   std::shared_ptr<detail::GroupState> state_;
 };
 

@@ -57,23 +57,23 @@ std::shared_ptr<GroupState> make_world_group(std::shared_ptr<World> world) {
 
 ProcessGroup::ProcessGroup(std::shared_ptr<detail::GroupState> state) : state_(std::move(state)) {}
 
-detail::GroupState& ProcessGroup::state() const {
-  return state_ ? *state_ : detail::default_group_state();
+detail::GroupState& detail::state_of(const ProcessGroup& group) {
+  return group.state_ ? *group.state_ : default_group_state();
 }
 
-int ProcessGroup::rank() const { return state().rank; }
+int ProcessGroup::rank() const { return detail::state_of(*this).rank; }
 
-int ProcessGroup::size() const { return static_cast<int>(state().world_ranks.size()); }
+int ProcessGroup::size() const { return static_cast<int>(detail::state_of(*this).world_ranks.size()); }
 
-std::vector<int> ProcessGroup::ranks() const { return state().world_ranks; }
+std::vector<int> ProcessGroup::ranks() const { return detail::state_of(*this).world_ranks; }
 
 std::string ProcessGroup::transport() const {
-  const auto& s = state();
+  const auto& s = detail::state_of(*this);
   return s.communicator ? s.communicator->transport_name() : "none (not a member)";
 }
 
 Communicator& communicator_of(const ProcessGroup& group, const char* call) {
-  detail::GroupState& state = group.state();
+  detail::GroupState& state = detail::state_of(group);
   if (!state.communicator) {
     throw Error(std::string("lockstep::") + call + ": rank " +
                 std::to_string(state.world->spec().rank) + " is not a member of the group of ranks " +
@@ -84,7 +84,7 @@ Communicator& communicator_of(const ProcessGroup& group, const char* call) {
 
 ProcessGroup new_group(const std::vector<int>& ranks, const ProcessGroup& parent) {
   Communicator& parent_communicator = communicator_of(parent, "new_group");
-  detail::GroupState& from = parent.state();
+  detail::GroupState& from = detail::state_of(parent);
   const int parent_size = static_cast<int>(from.world_ranks.size());
   if (ranks.empty()) throw Error("lockstep::new_group: the list of ranks is empty");
   std::set<int> seen;
@@ -118,8 +118,8 @@ ProcessGroup new_group(const std::vector<int>& ranks, const ProcessGroup& parent
   return ProcessGroup(group);
 }
 
-uint64_t collectives_called(const ProcessGroup& group) {
-  return communicator_of(group, "collectives_called").collectives_called();
+uint64_t ProcessGroup::collectives_called() const {
+  return communicator_of(*this, "ProcessGroup::collectives_called").collectives_called();
 }
 
 }  // namespace lockstep

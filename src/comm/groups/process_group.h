@@ -50,7 +50,4 @@ namespace lockstep {
 /// The communicator of `group`; throws an Error naming the call when this rank is not a member.
 Communicator& communicator_of(const ProcessGroup& group, const char* call);
 
-/// Collectives this rank called on `group` so far.
-uint64_t collectives_called(const ProcessGroup& group);
-
 }  // namespace lockstep
