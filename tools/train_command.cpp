@@ -16,7 +16,7 @@
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/train/device.h"
-#include "train/workers_mode.h"
+#include "workers_mode.h"
 #include "train_job.h"
 
 namespace lockstep::tools {
@@ -85,7 +85,7 @@ int launch_workers(TrainJob job) {
   job.workers = options.nproc_per_node * options.nnodes;  // what each worker checks its world against
   const std::vector<std::string> arguments = job.as_arguments();
   options.max_restarts = job.max_restarts;
-  options.bind = launch::binding_by_default(job.bind, train::choose_device(job.device, 0).is_cuda());
+  options.bind = launch::binding_by_default(job.bind, job.on_gpu());
   options.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(job.heartbeat_timeout * 1000));
   // Stopped workers finish their step and save a checkpoint before they exit (preemption).
   options.stop_timeout = std::chrono::seconds(30);
@@ -122,7 +122,7 @@ void add_train_command(CLI::App& app, Action& chosen) {
       if (step && job->out.empty()) job->out = job->default_out("job" + step->job_id);
       job->resolve_defaults();
       const std::string mode_given = job->mode_option->count() > 0 ? job->mode : node_launcher ? "processes" : "";
-      const auto mode = train::choose_workers_mode(mode_given, job->device,
+      const auto mode = choose_workers_mode(mode_given, job->device,
                                                    job->workers, train::visible_gpus(), job->max_restarts);
       job->mode = mode.mode;
       if (!mode.note.empty() && !worker) std::cerr << mode.note << "\n";

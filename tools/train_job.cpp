@@ -1,5 +1,7 @@
 #include "train_job.h"
 
+#include <sysexits.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +28,16 @@ namespace lockstep::tools {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The device of the worker of `local_rank`; the library's error names the choice, the user
+// gave it as --device.
+torch::Device device_of(const std::string& choice, int local_rank) {
+  try {
+    return train::choose_device(choice, local_rank);
+  } catch (const ConfigError& e) {
+    throw ConfigError("--device " + std::string(e.what()));
+  }
+}
 
 std::string percent(double fraction) {
   char text[16];
@@ -106,7 +118,7 @@ void TrainJob::add_options(CLI::App& command) {
 }
 
 void TrainJob::resolve_defaults() {
-  const bool gpu_job = train::choose_device(device, 0).is_cuda();
+  const bool gpu_job = on_gpu();
   // One worker per visible GPU, as torchrun users set --nproc-per-node.
   if ((workers_option == nullptr || workers_option->count() == 0) && gpu_job) workers = train::visible_gpus();
   if (threads_option == nullptr || threads_option->count() == 0) {
@@ -118,6 +130,8 @@ void TrainJob::resolve_defaults() {
     weight_decay = sgd ? 5e-4 : optimizer == "adamw" ? 0.01 : 0;
   }
 }
+
+bool TrainJob::on_gpu() const { return device_of(device, 0).is_cuda(); }
 
 bool TrainJob::scripted_model() const {
   const fs::path path(model);
@@ -140,7 +154,7 @@ void TrainJob::check() const {
   }
   if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + argument_of(weight_decay));
   if (bucket_cap_mb <= 0) throw ConfigError("--bucket-cap-mb must be positive, got " + argument_of(bucket_cap_mb));
-  train::choose_device(device, 0);  // says why CUDA cannot be used, before any worker starts
+  on_gpu();  // says why CUDA cannot be used, before any worker starts
   check_model();
   check_out();
 }
@@ -205,7 +219,7 @@ int train_worker(const TrainJob& job, const JobData& d) {
   if (job.scripted_model() && lockstep::rank() == 0) keep_scripted_model(job);
   if (job.deterministic) train::use_deterministic_algorithms();
   const JobModel model = make_job_model(job, d);
-  const torch::Device device = train::choose_device(job.device, lockstep::local_rank());
+  const torch::Device device = device_of(job.device, lockstep::local_rank());
   // cuDNN times its algorithms for each shape and keeps the fastest, as PyTorch's ImageNet
   // recipe asks: a few percent for convolutional models, whose shapes repeat every step.
   if (device.is_cuda() && !job.deterministic) at::globalContext().setBenchmarkCuDNN(true);
@@ -257,7 +271,8 @@ int train_worker(const TrainJob& job, const JobData& d) {
                 << static_cast<int64_t>(result.seconds) << " s; run in " << job.out << std::endl;
     }
   }
-  return result.preempted ? train::kPreemptedExitStatus : 0;
+  // EX_TEMPFAIL, "try again later": what schedulers that requeue a job look for.
+  return result.preempted ? EX_TEMPFAIL : 0;
 }
 
 }  // namespace
@@ -293,7 +308,7 @@ int run_train_replicas(const TrainJob& job) {
   // one each beside other workers), so that both modes compute the same bits.
   const bool threads_chosen = std::getenv("OMP_NUM_THREADS") != nullptr;
   const int threads = job.workers > 1 && !threads_chosen ? 1 : at::get_num_threads();
-  const bool gpu_job = train::choose_device(job.device, 0).is_cuda();
+  const bool gpu_job = job.on_gpu();
   int status = 0;
   run_replicas(job.workers, [&](ProcessGroup group) {
     const int mine = train_worker(job, data);

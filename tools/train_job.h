@@ -67,6 +67,8 @@ struct TrainJob {
   // Opens the data and builds the model as a worker would, so that a missing file, a model
   // that does not fit the data or a bad registry is one line from the launching process.
   void check_before_launch() const;
+  // Whether the workers train on GPUs; ConfigError naming --device when it cannot be had.
+  bool on_gpu() const;
   // --model names a TorchScript file rather than a built-in model.
   bool scripted_model() const;
   // The model's name in run folders and checkpoints: the built-in name or the file's stem.

@@ -16,24 +16,24 @@ torch::Device choose_device(const std::string& choice, int local_rank) {
   if (choice == "cpu") return torch::kCPU;
   if (choice == "auto") return visible_gpus() > 0 ? choose_device("cuda", local_rank) : torch::kCPU;
   if (choice != "cuda" && choice.rfind("cuda:", 0) != 0) {
-    throw ConfigError("--device " + choice + " is not a device; use auto, cpu, cuda or cuda:N");
+    throw ConfigError(choice + " is not a device; use auto, cpu, cuda or cuda:N");
   }
   if (!built_with_cuda()) {
-    throw ConfigError("--device " + choice + ": this lockstep was built against a libtorch without CUDA; "
+    throw ConfigError(choice + ": this lockstep was built against a libtorch without CUDA; "
                       "build it against a CUDA libtorch (docs/GPU.md)");
   }
   const int gpus = visible_gpus();
-  if (gpus == 0) throw ConfigError("--device " + choice + ": no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
+  if (gpus == 0) throw ConfigError(choice + ": no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
   if (choice == "cuda") return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*gpu_of_local_rank(local_rank, gpus)));
   const torch::Device device = [&] {
     try {
       return torch::Device(choice);
     } catch (const c10::Error&) {
-      throw ConfigError("--device " + choice + " is not a device; use auto, cpu, cuda or cuda:N");
+      throw ConfigError(choice + " is not a device; use auto, cpu, cuda or cuda:N");
     }
   }();
   if (device.index() >= gpus) {
-    throw ConfigError("--device " + choice + ": only " + std::to_string(gpus) + " CUDA devices are visible");
+    throw ConfigError(choice + ": only " + std::to_string(gpus) + " CUDA devices are visible");
   }
   return device;
 }

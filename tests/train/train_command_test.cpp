@@ -2,6 +2,7 @@
 // refusing bad checkpoints, config files, progress on a terminal or a pipe, and the default
 // job's accuracy.
 #include <signal.h>
+#include <sysexits.h>
 
 #include <algorithm>
 #include <chrono>
@@ -125,7 +126,7 @@ TEST(TrainCommand, SigtermSavesTheCurrentStepExitsWithSeventyFiveAndResumesBitEx
     ASSERT_TRUE(wait_for_output(run, "step 4/24")) << run.stdout_text() << run.stderr_text();
     kill(run.pid(), SIGTERM);  // the launcher, or the one process that holds the replicas
     ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(60)));
-    EXPECT_EQ(run.exit_code(), kPreemptedExitStatus) << mode << "\n" << run.stdout_text() << run.stderr_text();
+    EXPECT_EQ(run.exit_code(), EX_TEMPFAIL) << mode << "\n" << run.stdout_text() << run.stderr_text();
     const std::string text = run.stdout_text();
     const auto at = text.find("preempted: stopped after step ");
     ASSERT_NE(at, std::string::npos) << text;
@@ -249,7 +250,7 @@ TEST(TrainCommand, SigusrOneWritesACheckpointAndTrainingGoesOn) {
 
   kill(run.pid(), SIGTERM);  // it went on training; end it as a scheduler would
   ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(60)));
-  EXPECT_EQ(run.exit_code(), kPreemptedExitStatus) << run.stdout_text() << run.stderr_text();
+  EXPECT_EQ(run.exit_code(), EX_TEMPFAIL) << run.stdout_text() << run.stderr_text();
   const auto stopped = testing::numbers_on_lines(run.stdout_text(), "(stopped after step )([0-9]+)");
   ASSERT_EQ(stopped.size(), 1u) << run.stdout_text();
   EXPECT_GT(stopped[0], written[0]);

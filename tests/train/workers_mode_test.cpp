@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "lockstep/error.h"
-#include "train/workers_mode.h"
+#include "workers_mode.h"
 
-namespace lockstep::train {
+namespace lockstep::tools {
 namespace {
 
 std::string refusal(const std::string& given, const std::string& device, int workers, int gpus, int max_restarts) {
@@ -58,4 +58,4 @@ TEST(WorkersMode, ThreadReplicasSharingAGpuAreRefused) {
 }
 
 }  // namespace
-}  // namespace lockstep::train
+}  // namespace lockstep::tools

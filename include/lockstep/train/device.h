@@ -6,10 +6,11 @@
 
 namespace lockstep::train {
 
-/// The device a worker trains on, from `lockstep train --device`: "cpu"; "cuda", the GPU of
+/// The device a worker trains on (`lockstep train --device`): "cpu"; "cuda", the GPU of
 /// local rank r (cuda:r mod the visible GPUs, so that ranks share GPUs when there are fewer);
 /// "cuda:N"; or "auto", cuda when a GPU is visible, else cpu. CUDA that cannot be used
-/// throws ConfigError saying why: a libtorch built without CUDA, or no visible GPU.
+/// throws ConfigError saying why, starting with `choice`: a libtorch built without CUDA, or
+/// no visible GPU.
 torch::Device choose_device(const std::string& choice, int local_rank);
 
 /// GPUs this process sees (0 in a CPU build).

@@ -29,10 +29,6 @@ LossFunction cross_entropy_loss();
 /// Outputs against targets of the same shape.
 LossFunction mse_loss();
 
-/// How `lockstep train` exits when preempted (SIGTERM or SIGINT) after saving a checkpoint
-/// of its last step: EX_TEMPFAIL, "try again later" (continue with --resume).
-constexpr int kPreemptedExitStatus = 75;
-
 /// How a Trainer runs.
 struct TrainerOptions {
   TORCH_ARG(int64_t, epochs) = 1;
@@ -58,7 +54,7 @@ struct TrainerOptions {
   TORCH_ARG(int64_t, stop_after_step) = 0;
   /// Stop cleanly on SIGTERM or SIGINT: every rank finishes the same step, a checkpoint of
   /// it is written, and fit() returns with `preempted` set (lockstep train then exits with
-  /// kPreemptedExitStatus). SIGUSR1 writes a checkpoint after the next step and training
+  /// EX_TEMPFAIL, 75: "try again later"). SIGUSR1 writes a checkpoint after the next step and training
   /// goes on. Installs process-wide handlers for the three signals; costs one tiny
   /// all_reduce per step. Off by default: a library should not take a program's signals.
   TORCH_ARG(bool, handle_signals) = false;

@@ -1,8 +1,8 @@
-#include "train/workers_mode.h"
+#include "workers_mode.h"
 
 #include "lockstep/error.h"
 
-namespace lockstep::train {
+namespace lockstep::tools {
 
 WorkersMode choose_workers_mode(const std::string& given, const std::string& device, int workers, int gpus,
                                 int max_restarts) {
@@ -24,4 +24,4 @@ WorkersMode choose_workers_mode(const std::string& given, const std::string& dev
                      "each worker is a process on a GPU of its own and NCCL moves the gradients"};
 }
 
-}  // namespace lockstep::train
+}  // namespace lockstep::tools

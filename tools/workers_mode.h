@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace lockstep::train {
+namespace lockstep::tools {
 
 /// How `lockstep train` runs its workers on this machine.
 struct WorkersMode {
@@ -19,4 +19,4 @@ struct WorkersMode {
 WorkersMode choose_workers_mode(const std::string& given, const std::string& device, int workers, int gpus,
                                 int max_restarts);
 
-}  // namespace lockstep::train
+}  // namespace lockstep::tools
