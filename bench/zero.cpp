@@ -29,7 +29,7 @@
 #include "lockstep/train/models.h"
 #include "median.h"
 #include "run_world.h"
-#include "train/distributed_checkpoint.h"
+#include "train/checkpoint/distributed_checkpoint.h"
 
 namespace {
 

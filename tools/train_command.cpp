@@ -10,7 +10,7 @@
 
 #include <toml++/toml.h>
 
-#include "comm/world/slurm_step.h"
+#include "job/slurm_step.h"
 #include "launch/cluster_node.h"
 #include "launch/launcher.h"
 #include "lockstep/error.h"

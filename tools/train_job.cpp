@@ -18,7 +18,7 @@
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
-#include "comm/world/cpu_topology.h"
+#include "job/cpu_topology.h"
 #include "launch/launch_options.h"
 #include "lockstep/train/device.h"
 #include "lockstep/train/models.h"

@@ -2,8 +2,8 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/world/quiet_c10d.h"
-#include "comm/world/tcp_store_options.h"
+#include "job/quiet_c10d.h"
+#include "job/tcp_store_options.h"
 #include "lockstep/error.h"
 
 namespace lockstep::launch {

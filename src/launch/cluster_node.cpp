@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "comm/world/slurm_step.h"
+#include "job/slurm_step.h"
 #include "lockstep/error.h"
 
 namespace lockstep::launch {

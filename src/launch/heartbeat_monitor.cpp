@@ -2,7 +2,7 @@
 
 #include "launch/store_client.h"
 
-#include "comm/world/heartbeat.h"
+#include "job/heartbeat.h"
 
 namespace lockstep::launch {
 

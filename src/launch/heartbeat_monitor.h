@@ -13,7 +13,7 @@ class TCPStore;
 
 namespace lockstep::launch {
 
-/// Watches the heartbeats (comm/world/heartbeat.h) of this launcher's workers in the job's store.
+/// Watches the heartbeats (job/heartbeat.h) of this launcher's workers in the job's store.
 /// A worker is watched from its first beat on (a program that never joins a lockstep world
 /// never beats, and is not a hung one); one whose count then stops rising for `timeout` is
 /// hung: stopped (SIGSTOP), or stuck so hard that none of its threads runs.

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/world/job_identity.h"
+#include "job/job_identity.h"
 #include "launch/store_client.h"
 
 #include "lockstep/error.h"

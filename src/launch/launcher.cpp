@@ -8,7 +8,7 @@
 
 #include "launch/agent_store.h"
 #include "launch/heartbeat_monitor.h"
-#include "comm/world/cpu_topology.h"
+#include "job/cpu_topology.h"
 #include "launch/mpirun_command.h"
 #include "launch/job_attempts.h"
 #include "launch/signal_inbox.h"

@@ -6,7 +6,7 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/world/tcp_store_options.h"
+#include "job/tcp_store_options.h"
 
 namespace lockstep::launch {
 

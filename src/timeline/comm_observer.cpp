@@ -32,14 +32,11 @@ std::pair<int64_t, std::string> bytes_and_dtypes(const Call& call) {
 
 // A job the launcher restarted: where the new attempt begins, and why the last one ended (a
 // worker that died, or one that missed its heartbeats).
-void mark_restart(int rank) {
-  const char* restarts = std::getenv("LOCKSTEP_RESTART_COUNT");
-  if (restarts == nullptr || std::string(restarts) == "0") return;
-  const char* reason = std::getenv("LOCKSTEP_RESTART_REASON");
-  const std::string why = reason != nullptr ? reason : "";
-  const bool hung = why.find("missed its heartbeats") != std::string::npos;
+void mark_restart(int rank, const WorldSpec& spec) {
+  if (spec.restart_count == 0) return;
+  const bool hung = spec.restart_reason.find("missed its heartbeats") != std::string::npos;
   record(rank, Track::marks, 'i', hung ? event::kRestartAfterMissedHeartbeats : event::kRestart, now_us(rank), 0,
-         Args().add(key::kAttempt, static_cast<int64_t>(std::strtoll(restarts, nullptr, 10))).add(key::kWhy, why));
+         Args().add(key::kAttempt, static_cast<int64_t>(spec.restart_count)).add(key::kWhy, spec.restart_reason));
 }
 
 class TimelineObserver : public lockstep::detail::CallObserver {
@@ -63,11 +60,11 @@ class TimelineObserver : public lockstep::detail::CallObserver {
            Args().add(key::kWhat, std::string(seen.error->what())));
   }
 
-  void joined() override {
+  void joined(const WorldSpec& spec) override {
     const std::string& prefix = prefix_from_environment();
     if (prefix.empty()) return;
     timeline::start(prefix);
-    mark_restart(lockstep::rank());
+    mark_restart(lockstep::rank(), spec);
   }
 
   void leaving() override {

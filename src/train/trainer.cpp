@@ -14,7 +14,7 @@
 #include "test_hooks/test_hooks.h"
 #include "train/autocast_guard.h"
 #include "train/clip_grad_norm.h"
-#include "train/distributed_checkpoint.h"
+#include "train/checkpoint/distributed_checkpoint.h"
 #include "train/fit_steps.h"
 #include "train/metric_sums.h"
 #include "timeline/recorder.h"

@@ -97,6 +97,15 @@ TEST(Environment, LockstepVariables) {
   EXPECT_TRUE(spec.store_hosted_by_launcher);
 }
 
+// What the launcher tells a restarted attempt, read once here for the timeline's mark.
+TEST(Environment, TheLaunchersRestartCountAndReason) {
+  EXPECT_EQ(discover_world(InitOptions(), env_of({})).restart_reason, "");
+  const auto spec = discover_world(InitOptions(), env_of({{"LOCKSTEP_RESTART_COUNT", "2"},
+      {"LOCKSTEP_RESTART_REASON", "rank 1 (pid 7) exited with status 3"}}));
+  EXPECT_EQ(spec.restart_count, 2);
+  EXPECT_EQ(spec.restart_reason, "rank 1 (pid 7) exited with status 3");
+}
+
 TEST(Environment, ErrorsNameTheVariableToFix) {
   EXPECT_EQ(error_of(InitOptions(), {{"RANK", "1"}}),
             "lockstep: RANK is set but the world size is not; set both (e.g. RANK and WORLD_SIZE)");

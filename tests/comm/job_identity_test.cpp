@@ -1,12 +1,12 @@
 // A store holds one job: the first to reach it claims it, and another job's process is told
 // so, naming both jobs, before it writes anything there.
-#include "comm/world/job_identity.h"
+#include "job/job_identity.h"
 
 #include <gtest/gtest.h>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/world/tcp_store_options.h"
+#include "job/tcp_store_options.h"
 
 #include "lockstep/error.h"
 #include "support/env_lookup.h"

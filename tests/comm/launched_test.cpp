@@ -2,6 +2,7 @@
 // that `make run` starts.
 #include <gtest/gtest.h>
 
+#include "support/examples.h"
 #include "support/world.h"
 
 namespace lockstep::testing {
@@ -26,6 +27,7 @@ TEST(Launched, EveryCollectiveUnderTheLauncherOverMpi) {
 }
 
 TEST(Launched, PerceptronOnTwoWorkersPrintsADecreasingMse) {
+  LOCKSTEP_SKIP_WITHOUT_EXAMPLE(PERCEPTRON);
   const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", PERCEPTRON, "--epochs", "4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto mse = numbers_on_lines(run.output, R"(\[rank 0\] epoch (\d+)/4  mse ([0-9.]+))");
@@ -35,6 +37,7 @@ TEST(Launched, PerceptronOnTwoWorkersPrintsADecreasingMse) {
 }
 
 TEST(Launched, QuickstartOnTwoWorkersLowersTheLoss) {
+  LOCKSTEP_SKIP_WITHOUT_EXAMPLE(QUICKSTART);
   const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", QUICKSTART});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto losses = numbers_on_lines(run.output, R"(\[rank 0\] epoch +(\d+)  loss ([0-9.]+))");

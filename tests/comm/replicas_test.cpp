@@ -16,7 +16,7 @@
 #include <sched.h>
 
 #include "comm/sixteen_bit_means.h"
-#include "comm/world/cpu_topology.h"
+#include "job/cpu_topology.h"
 #include "lockstep/lockstep.h"
 
 namespace lockstep {

@@ -6,7 +6,7 @@
 
 #include "comm/world/environment.h"
 #include "support/env_lookup.h"
-#include "comm/world/slurm_step.h"
+#include "job/slurm_step.h"
 #include "lockstep/error.h"
 
 namespace lockstep {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/world/cpu_topology.h"
+#include "job/cpu_topology.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 

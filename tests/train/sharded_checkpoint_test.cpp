@@ -11,7 +11,7 @@
 #include "lockstep/lockstep.h"
 #include "lockstep/train/checkpoint.h"
 #include "support/world.h"
-#include "train/distributed_checkpoint.h"
+#include "train/checkpoint/distributed_checkpoint.h"
 
 namespace lockstep::train {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "lockstep/train/metrics_sink.h"
 #include "support/tool_process.h"
-#include "train/tensorboard_events.h"
+#include "train/sinks/tensorboard_events.h"
 
 namespace lockstep::testing {
 namespace {

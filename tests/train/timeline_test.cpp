@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/examples.h"
 #include "support/world.h"
 
 namespace lockstep::train {
@@ -247,6 +248,7 @@ TEST(Timeline, PlotDrawsAValidSvgOfThreePartsPerStep) {
 
 // Any program: LOCKSTEP_TIMELINE under `lockstep run` gives one file per rank, which merge.
 TEST(Timeline, AnyProgramUnderTheLauncherWritesAFilePerRankThatMerge) {
+  LOCKSTEP_SKIP_WITHOUT_EXAMPLE(PERCEPTRON);
   TemporaryDirectory dir;
   const auto ran = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", PERCEPTRON, "--epochs", "1"},
                                {{"LOCKSTEP_TIMELINE", dir.path() + "/perceptron"}});
@@ -272,6 +274,7 @@ namespace {
 
 // A job the launcher restarts marks where the new attempt began, and why the last one ended.
 TEST(Timeline, ARestartIsMarkedWithWhyTheAttemptBeforeEnded) {
+  LOCKSTEP_SKIP_WITHOUT_EXAMPLE(PERCEPTRON);
   TemporaryDirectory dir;
   const std::string worker = std::string("if [ \"$LOCKSTEP_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 3; fi; exec ") +
                              PERCEPTRON + " --epochs 1";

@@ -22,6 +22,7 @@
 #include "support/pty_process.h"
 #include "support/run_output.h"
 #include "support/tool_process.h"
+#include "support/examples.h"
 #include "support/world.h"
 
 namespace lockstep::train {
@@ -327,6 +328,7 @@ TEST(TrainCommand, AConfigFileSetsWhatTheFlagsDoNot) {
 }
 
 TEST(Examples, ImageNetResNetTrainsOnFashionMnistExportedInImageNetsLayout) {
+  LOCKSTEP_SKIP_WITHOUT_EXAMPLE(IMAGENET_RESNET);
   TemporaryDirectory dir;
   const auto exported = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
@@ -338,6 +340,7 @@ TEST(Examples, ImageNetResNetTrainsOnFashionMnistExportedInImageNetsLayout) {
 }
 
 TEST(Examples, ReplicasTrainsOnFashionMnistExportedInImageNetsLayout) {
+  LOCKSTEP_SKIP_WITHOUT_EXAMPLE(REPLICAS);
   TemporaryDirectory dir;
   const auto exported = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "comm/calls/call.h"
+#include "comm/world/environment.h"
 
 // Who watches this process's collectives and its ranks joining and leaving: the timeline,
 // which registers itself when the library loads (timeline/comm_observer.cpp). comm knows
@@ -28,8 +29,9 @@ class CallObserver {
   /// Its clock, in microseconds, as `world_rank` reads it.
   virtual double now_us(int world_rank) const = 0;
   virtual void call_ended(const CallSeen& call) = 0;
-  /// This process's rank (or this thread's replica) joined its world: after init().
-  virtual void joined() = 0;
+  /// This process's rank (or this thread's replica) joined its world, made from `spec`:
+  /// after init().
+  virtual void joined(const WorldSpec& spec) = 0;
   /// It is about to leave: at shutdown(), or as a replica's body returns.
   virtual void leaving() = 0;
 };

@@ -128,7 +128,7 @@ void init(const InitOptions& options) {
     std::lock_guard<std::mutex> lock(group_mutex);
     world_group = std::move(group);
   }
-  if (auto* observer = detail::call_observer()) observer->joined();
+  if (auto* observer = detail::call_observer()) observer->joined(spec);
 }
 
 void shutdown() {

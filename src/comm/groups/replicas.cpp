@@ -18,7 +18,7 @@
 
 #include "comm/groups/call_observer.h"
 #include "comm/groups/process_group.h"
-#include "comm/world/cpu_topology.h"
+#include "job/cpu_topology.h"
 #include "comm/world/replica_world.h"
 
 namespace lockstep {
@@ -62,7 +62,7 @@ std::exception_ptr run_replica(int index, const std::shared_ptr<ReplicaSet>& rep
     replica.group = detail::make_world_group(
         std::make_shared<ReplicaWorld>(replicas, index, options.debug()));
     detail::CallObserver* observer = detail::call_observer();
-    if (observer != nullptr) observer->joined();
+    if (observer != nullptr) observer->joined(replica.group->world->spec());
     body(ProcessGroup(replica.group));
     if (observer != nullptr) observer->leaving();
     replicas->finish(index);

@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "comm/transports/transport.h"
-#include "comm/world/cpu_topology.h"
+#include "job/cpu_topology.h"
 
 namespace lockstep {
 namespace {

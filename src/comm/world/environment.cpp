@@ -6,9 +6,9 @@
 
 #include "comm/transports/device_call.h"
 #include "comm/transports/device_transports.h"
-#include "comm/world/job_identity.h"
-#include "comm/world/slurm_step.h"
-#include "comm/world/tcp_probe.h"
+#include "job/job_identity.h"
+#include "job/slurm_step.h"
+#include "job/tcp_probe.h"
 #include "lockstep/error.h"
 
 namespace lockstep {
@@ -291,6 +291,7 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
                            : parse_bool(env("LOCKSTEP_SHM").value_or("1"), "LOCKSTEP_SHM");
   if (auto node = env("GROUP_RANK")) spec.node_rank = parse_int(*node, "GROUP_RANK");
   if (auto restarts = env("LOCKSTEP_RESTART_COUNT")) spec.restart_count = parse_int(*restarts, "LOCKSTEP_RESTART_COUNT");
+  if (auto reason = env("LOCKSTEP_RESTART_REASON")) spec.restart_reason = *reason;
   spec.job_id = job_id_of(env);
   spec.heartbeat = parse_bool(env("LOCKSTEP_HEARTBEAT").value_or(""), "LOCKSTEP_HEARTBEAT");
   return spec;

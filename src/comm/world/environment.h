@@ -37,7 +37,9 @@ struct WorldSpec {
   /// How many times the launcher has restarted the job (LOCKSTEP_RESTART_COUNT): each
   /// attempt meets under its own store keys, whatever the last one left there.
   int restart_count = 0;
-  /// The job this rank belongs to (comm/world/job_identity.h): its store refuses other jobs.
+  /// Why the launcher restarted it, as it said (LOCKSTEP_RESTART_REASON); "" at first.
+  std::string restart_reason;
+  /// The job this rank belongs to (job/job_identity.h): its store refuses other jobs.
   std::string job_id;
   /// `lockstep run` watches this rank's heartbeats in its store (LOCKSTEP_HEARTBEAT=1).
   bool heartbeat = false;

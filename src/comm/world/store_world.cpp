@@ -24,11 +24,11 @@
 
 #include "comm/transports/gloo_compat.h"
 #include "comm/transports/gloo_transport.h"
-#include "comm/world/heartbeat.h"
-#include "comm/world/job_identity.h"
-#include "comm/world/quiet_c10d.h"
-#include "comm/world/tcp_probe.h"
-#include "comm/world/tcp_store_options.h"
+#include "job/heartbeat.h"
+#include "job/job_identity.h"
+#include "job/quiet_c10d.h"
+#include "job/tcp_probe.h"
+#include "job/tcp_store_options.h"
 #include "lockstep/error.h"
 
 namespace lockstep {

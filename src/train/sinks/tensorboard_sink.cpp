@@ -16,7 +16,7 @@
 
 #include "lockstep/error.h"
 #include "lockstep/train/metrics_sink.h"
-#include "train/tensorboard_events.h"
+#include "train/sinks/tensorboard_events.h"
 
 namespace lockstep::train {
 namespace tensorboard {

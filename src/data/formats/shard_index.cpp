@@ -1,4 +1,4 @@
-#include "data/shard_index.h"
+#include "data/formats/shard_index.h"
 
 #include <algorithm>
 #include <cstdio>

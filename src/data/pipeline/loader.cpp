@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/portable_random.h"
+#include "data/pipeline/portable_random.h"
 #include "lockstep/error.h"
 
 namespace lockstep::data {

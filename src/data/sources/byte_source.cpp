@@ -1,4 +1,4 @@
-#include "data/byte_source.h"
+#include "data/sources/byte_source.h"
 
 #include <cerrno>
 #include <cstring>

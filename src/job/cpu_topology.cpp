@@ -1,4 +1,4 @@
-#include "comm/world/cpu_topology.h"
+#include "job/cpu_topology.h"
 
 #include <sched.h>
 #include <unistd.h>

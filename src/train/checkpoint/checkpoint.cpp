@@ -13,7 +13,7 @@
 #include "optim/durable_file.h"
 #include "optim/optimizer_shards.h"
 #include "optim/state_files.h"
-#include "train/checkpoint_layout.h"
+#include "train/checkpoint/checkpoint_layout.h"
 
 namespace lockstep::train {
 namespace {

@@ -9,7 +9,7 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "lockstep/error.h"
-#include "train/resnet.h"
+#include "train/models/resnet.h"
 
 namespace lockstep::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "comm/world/job_identity.h"
+#include "job/job_identity.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 

@@ -2,9 +2,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/npy_format.h"
-#include "data/shard_index.h"
-#include "data/tar_format.h"
+#include "data/formats/npy_format.h"
+#include "data/formats/shard_index.h"
+#include "data/formats/tar_format.h"
 #include "lockstep/data/image_files.h"
 #include "lockstep/data/shards.h"
 #include "lockstep/error.h"

@@ -1,8 +1,8 @@
-#include "comm/world/heartbeat.h"
+#include "job/heartbeat.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/world/tcp_store_options.h"
+#include "job/tcp_store_options.h"
 
 namespace lockstep {
 

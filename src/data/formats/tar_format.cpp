@@ -1,4 +1,4 @@
-#include "data/tar_format.h"
+#include "data/formats/tar_format.h"
 
 #include <algorithm>
 #include <cstdio>

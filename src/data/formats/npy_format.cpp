@@ -1,4 +1,4 @@
-#include "data/npy_format.h"
+#include "data/formats/npy_format.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "train/resnet.h"
+#include "train/models/resnet.h"
 
 #include <array>
 #include <string>

@@ -1,4 +1,4 @@
-#include "comm/world/slurm_step.h"
+#include "job/slurm_step.h"
 
 #include <cctype>
 #include <numeric>

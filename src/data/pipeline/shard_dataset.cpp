@@ -8,10 +8,10 @@
 #include <map>
 #include <mutex>
 
-#include "data/byte_source.h"
-#include "data/npy_format.h"
-#include "data/shard_index.h"
-#include "data/tar_format.h"
+#include "data/sources/byte_source.h"
+#include "data/formats/npy_format.h"
+#include "data/formats/shard_index.h"
+#include "data/formats/tar_format.h"
 #include "lockstep/data/jpeg.h"
 #include "lockstep/data/shards.h"
 #include "lockstep/error.h"

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "data/byte_source.h"
+#include "data/sources/byte_source.h"
 #include "lockstep/error.h"
 
 namespace lockstep::data {

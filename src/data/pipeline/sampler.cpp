@@ -7,7 +7,7 @@
 
 #include <torch/serialize/archive.h>
 
-#include "data/portable_random.h"
+#include "data/pipeline/portable_random.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 

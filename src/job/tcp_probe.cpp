@@ -1,4 +1,4 @@
-#include "comm/world/tcp_probe.h"
+#include "job/tcp_probe.h"
 
 #include <fcntl.h>
 #include <netdb.h>

@@ -1,4 +1,4 @@
-#include "train/distributed_checkpoint.h"
+#include "train/checkpoint/distributed_checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -14,7 +14,7 @@
 #include "comm/tensors/encoding.h"
 #include "lockstep/error.h"
 #include "optim/state_files.h"
-#include "train/checkpoint_layout.h"
+#include "train/checkpoint/checkpoint_layout.h"
 
 namespace lockstep::train {
 namespace {

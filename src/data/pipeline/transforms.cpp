@@ -6,7 +6,7 @@
 
 #include <torch/nn/functional/upsampling.h>
 
-#include "data/portable_random.h"
+#include "data/pipeline/portable_random.h"
 #include "lockstep/error.h"
 
 // Transforms run in loader threads with few, whole-image ops: on small images each op stays

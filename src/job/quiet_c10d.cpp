@@ -1,4 +1,4 @@
-#include "comm/world/quiet_c10d.h"
+#include "job/quiet_c10d.h"
 
 #include <c10/util/Logging.h>
 
