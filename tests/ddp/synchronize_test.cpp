@@ -1,5 +1,5 @@
-// synchronize(module), synchronize(optimizer) and DistributedOptimizer, as real processes over
-// the TCP store (the worker compares ranks bit for bit; see sync_worker.cpp).
+// synchronize(module), as real processes over the TCP store (the worker compares ranks bit
+// for bit; see sync_worker.cpp). The optimizer's are in tests/optim.
 #include <gtest/gtest.h>
 
 #include "support/world.h"
@@ -23,13 +23,9 @@ void expect_all_correct(const std::vector<Finished>& ranks) {
   }
 }
 
-TEST(SynchronizeModule, EveryRankGetsRootsParametersAndBuffers) {
-  expect_all_correct(run_worker(2, {"module", "0"}));
-}
+TEST(SynchronizeModule, EveryRankGetsRootsParametersAndBuffers) { expect_all_correct(run_worker(2, {"module", "0"})); }
 
-TEST(SynchronizeModule, FromANonZeroRootOnThreeRanks) {
-  expect_all_correct(run_worker(3, {"module", "1"}));
-}
+TEST(SynchronizeModule, FromANonZeroRootOnThreeRanks) { expect_all_correct(run_worker(3, {"module", "1"})); }
 
 TEST(SynchronizeModule, AWorldOfOneIsLeftAsItIs) {
   const auto run = run_process({SYNC_WORKER, "module", "0"});
@@ -42,9 +38,10 @@ TEST(SynchronizeModule, DifferentModelsRaiseOnEveryRankNamingTheParameter) {
   EXPECT_LT(std::chrono::duration<double>(steady_clock::now() - start).count(), 15);
   expect_all_correct(ranks);
   for (const auto& f : ranks) {
-    EXPECT_TRUE(contains(f.output, "MismatchError: lockstep::synchronize: rank 1's module differs "
-                                   "from rank 0's at parameter 'fc2.weight': [5, 8] float32 on "
-                                   "rank 1 vs [4, 8] float32 on rank 0"))
+    EXPECT_TRUE(contains(f.output,
+                         "MismatchError: lockstep::synchronize: rank 1's module differs "
+                         "from rank 0's at parameter 'fc2.weight': [5, 8] float32 on "
+                         "rank 1 vs [4, 8] float32 on rank 0"))
         << f.output;
   }
 }
@@ -53,37 +50,12 @@ TEST(SynchronizeModule, DifferentRootsRaiseOnEveryRank) {
   const auto ranks = run_worker(2, {"mismatched-roots"});
   expect_all_correct(ranks);
   for (const auto& f : ranks) {
-    EXPECT_TRUE(contains(f.output, "ranks passed different roots: rank 1 passed root 1 but rank 0 "
-                                   "passed root 0"))
+    EXPECT_TRUE(contains(f.output,
+                         "ranks passed different roots: rank 1 passed root 1 but rank 0 "
+                         "passed root 0"))
         << f.output;
     EXPECT_TRUE(contains(f.output, "root 7 is not a rank; ranks are 0..1")) << f.output;
   }
-}
-
-TEST(SynchronizeOptimizer, RootsStateReachesFreshAndDivergedRanksForEveryKind) {
-  expect_all_correct(run_worker(3, {"optimizers"}));
-}
-
-TEST(SynchronizeOptimizer, DifferentParametersUnsupportedKindsAndMisshapenStateRaiseOnEveryRank) {
-  const auto ranks = run_worker(2, {"refused-optimizers"});
-  expect_all_correct(ranks);
-  for (const auto& f : ranks) {
-    EXPECT_TRUE(contains(f.output, "rank 1's optimizer differs from rank 0's at param group 0, "
-                                   "parameter 4: [5, 8] float32 on rank 1 vs [4, 8] float32 on "
-                                   "rank 0"))
-        << f.output;
-    EXPECT_TRUE(contains(f.output, "cannot synchronize the state of torch::optim::LBFGS; supported "
-                                   "optimizers are SGD, Adam, AdamW, RMSprop and Adagrad"))
-        << f.output;
-    EXPECT_TRUE(contains(f.output, "rank 0's Adam state for param group 0, parameter 0: its "
-                                   "exp_avg does not have the parameter's shape and dtype "
-                                   "([8, 6] float32)"))
-        << f.output;
-  }
-}
-
-TEST(DistributedOptimizer, StepsLikeOneProcessOnAllRanksBatches) {
-  expect_all_correct(run_worker(3, {"distributed-optimizer"}));
 }
 
 }  // namespace
