@@ -89,9 +89,7 @@ Timing time_side_by_side(const std::vector<Variant>& variants, int calls_per_blo
   return timing;
 }
 
-int calls_per_block(size_t bytes) {
-  return static_cast<int>(std::clamp<size_t>((16u << 20) / bytes, 1, 100));
-}
+int calls_per_block(size_t bytes) { return static_cast<int>(std::clamp<size_t>((16u << 20) / bytes, 1, 100)); }
 
 // Times every variant for every size; rank 0 writes one line of numbers per size: the size,
 // then each variant's seconds and ratio. `prepare` runs on every rank before each size.
@@ -123,9 +121,8 @@ struct Group {
   explicit Group(const lockstep::WorldSpec& spec) : world(lockstep::join_world(spec)) {
     std::vector<int> everyone;
     for (int r = 0; r < spec.world_size; ++r) everyone.push_back(r);
-    auto transports = lockstep::connect_group(*world, everyone, "world", [&](const std::string& mine) {
-      return world->gather("world/gather", mine);
-    });
+    auto transports = lockstep::connect_group(
+        *world, everyone, "world", [&](const std::string& mine) { return world->gather("world/gather", mine); });
     communicator = std::make_unique<lockstep::Communicator>(std::move(transports), spec.timeout, false);
   }
   void all_reduce(torch::Tensor& t) { communicator->all_reduce({t}, lockstep::ReduceOp::Sum, true); }
@@ -156,14 +153,14 @@ int mpi_pair(const std::string& out_path, const std::string& dir) {
     Group over_mpi(spec);
     Group over_shm(file_spec(rank, dir + "/shm-in-mpi", true));
     torch::Tensor shared;  // from empty_shared, as DDP's buckets are
-    measure(out_path, rank, [] { MPI_Barrier(MPI_COMM_WORLD); },
-            [](float* data, int64_t count) {
-              MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            },
-            {[&](torch::Tensor& t) { over_mpi.all_reduce(t); },
-             [&](torch::Tensor& t) { over_shm.all_reduce(t); },
-             [&](torch::Tensor&) { over_shm.all_reduce(shared); }},
-            [&](int64_t count) { shared = over_shm.communicator->empty_shared({count}, at::kFloat).zero_(); });
+    measure(
+        out_path, rank, [] { MPI_Barrier(MPI_COMM_WORLD); },
+        [](float* data, int64_t count) {
+          MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        },
+        {[&](torch::Tensor& t) { over_mpi.all_reduce(t); }, [&](torch::Tensor& t) { over_shm.all_reduce(t); },
+         [&](torch::Tensor&) { over_shm.all_reduce(shared); }},
+        [&](int64_t count) { shared = over_shm.communicator->empty_shared({count}, at::kFloat).zero_(); });
   }
   MPI_Finalize();
   return 0;
@@ -179,21 +176,20 @@ int gloo_pair(const std::string& out_path, int rank, const std::string& dir) {
   // The same interface as the raw context: only lockstep's layer differs.
   Group over_gloo(file_spec(rank, dir + "/gloo", false));
   Group over_shm(file_spec(rank, dir + "/shm", true));
-  measure(out_path, rank,
-          [&] {
-            gloo::BarrierOptions opts(context);
-            gloo::barrier(opts);
-          },
-          [&](float* data, int64_t count) {
-            gloo::AllreduceOptions opts(context);
-            opts.setOutput(data, count);
-            opts.setAlgorithm(kGlooAlgorithm);
-            opts.setReduceFunction(
-                static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-            gloo::allreduce(opts);
-          },
-          {[&](torch::Tensor& t) { over_gloo.all_reduce(t); },
-           [&](torch::Tensor& t) { over_shm.all_reduce(t); }});
+  measure(
+      out_path, rank,
+      [&] {
+        gloo::BarrierOptions opts(context);
+        gloo::barrier(opts);
+      },
+      [&](float* data, int64_t count) {
+        gloo::AllreduceOptions opts(context);
+        opts.setOutput(data, count);
+        opts.setAlgorithm(kGlooAlgorithm);
+        opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        gloo::allreduce(opts);
+      },
+      {[&](torch::Tensor& t) { over_gloo.all_reduce(t); }, [&](torch::Tensor& t) { over_shm.all_reduce(t); }});
   return 0;
 }
 
@@ -265,7 +261,7 @@ int parent(const std::string& self) {
   const std::map<std::string, std::string> root_ok = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
                                                       {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
   if (run_command({"mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none", self, "mpi", dir + "/mpi.txt", dir},
-          root_ok) != 0) {
+                  root_ok) != 0) {
     return 1;
   }
   const pid_t second = fork();
@@ -277,9 +273,10 @@ int parent(const std::string& self) {
 
   const auto mpi = read_results(dir + "/mpi.txt");
   const auto gloo = read_results(dir + "/gloo.txt");
-  print_table("Under mpirun: raw MPI_Allreduce, lockstep over MPI (LOCKSTEP_SHM=0), lockstep over shared memory "
-              "(an ordinary tensor, and one from empty_shared)",
-              {"MPI", "lockstep MPI", "shm", "shm shared"}, mpi);
+  print_table(
+      "Under mpirun: raw MPI_Allreduce, lockstep over MPI (LOCKSTEP_SHM=0), lockstep over shared memory "
+      "(an ordinary tensor, and one from empty_shared)",
+      {"MPI", "lockstep MPI", "shm", "shm shared"}, mpi);
   print_table("Without MPI: raw gloo, lockstep over gloo (LOCKSTEP_SHM=0), lockstep over shared memory",
               {"gloo", "lockstep gloo", "shm"}, gloo);
   print_kernel_speeds();

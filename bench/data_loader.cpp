@@ -59,9 +59,11 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // One epoch through the loader, as fast as it gives batches.
 double loader_rate(const std::shared_ptr<const data::Dataset>& dataset, int threads,
                    const data::Transform& transform = augmentation()) {
-  data::PrefetchLoader loader(
-      dataset, data::LoaderOptions().sampler(data::SamplerOptions().batch_size(kBatch).world_size(1).rank(0))
-                   .transform(transform).threads(threads).prefetch(2 * threads + 2));
+  data::PrefetchLoader loader(dataset, data::LoaderOptions()
+                                           .sampler(data::SamplerOptions().batch_size(kBatch).world_size(1).rank(0))
+                                           .transform(transform)
+                                           .threads(threads)
+                                           .prefetch(2 * threads + 2));
   const auto start = Clock::now();
   size_t samples = 0;
   while (auto batch = loader.next()) samples += static_cast<size_t>(batch->labels.size(0));
@@ -87,8 +89,9 @@ class Enlarged : public data::Dataset {
   data::Sample get(size_t index) const override {
     data::Sample sample = small_->get(index);
     namespace F = torch::nn::functional;
-    const auto large = F::interpolate(sample.image.unsqueeze(0).to(torch::kFloat),
-                                      F::InterpolateFuncOptions().size(std::vector<int64_t>{224, 224}).mode(torch::kBilinear).align_corners(false));
+    const auto large = F::interpolate(
+        sample.image.unsqueeze(0).to(torch::kFloat),
+        F::InterpolateFuncOptions().size(std::vector<int64_t>{224, 224}).mode(torch::kBilinear).align_corners(false));
     sample.image = large[0].round().clamp(0, 255).to(torch::kUInt8).repeat({3, 1, 1});
     return sample;
   }
@@ -121,7 +124,8 @@ void compare_read_paths(const std::string& label, const std::shared_ptr<const da
       {"tar shards, local disk", [&] { return rate_of(std::make_shared<data::ShardDataset>(shards, "train")); }},
   };
   if (!url.empty()) {
-    paths.push_back({"tar shards, nginx over loopback", [&] { return rate_of(std::make_shared<data::ShardDataset>(url, "train")); }});
+    paths.push_back({"tar shards, nginx over loopback",
+                     [&] { return rate_of(std::make_shared<data::ShardDataset>(url, "train")); }});
   }
   std::map<std::string, std::vector<double>> rates;
   for (int repeat = 0; repeat < kRepeats; ++repeat) {
@@ -177,7 +181,8 @@ int main(int argc, char** argv) {
   // The read paths: files against shards against shards over HTTP.
   const std::string large_folder = folder.string() + "/large";
   const auto large_train = std::make_shared<Enlarged>(train);
-  data::export_imagenet_layout(*large_train, *test, data::class_names(fashion), large_folder, std::max<int64_t>(images / 5, 1));
+  data::export_imagenet_layout(*large_train, *test, data::class_names(fashion), large_folder,
+                               std::max<int64_t>(images / 5, 1));
   const std::shared_ptr<const data::Dataset> large_jpegs = data::read_imagenet(large_folder, "train", 3);
   data::pack_shards(*jpegs, "train", folder.string() + "/shards-28");
   data::pack_shards(*large_jpegs, "train", folder.string() + "/shards-224");
@@ -187,12 +192,14 @@ int main(int argc, char** argv) {
   if (nginx.available()) url = nginx.url();
   if (!nginx.available()) std::printf("\n(no nginx: %s)\n", nginx.why_not().c_str());
 #endif
-  std::printf("\n| images | read path (1 loader thread, decode + to_float%s) | samples/s (median of %d) | ratio |\n"
-              "|---|---|---:|---:|\n", cold ? ", page cache dropped" : "", kRepeats);
+  std::printf(
+      "\n| images | read path (1 loader thread, decode + to_float%s) | samples/s (median of %d) | ratio |\n"
+      "|---|---|---:|---:|\n",
+      cold ? ", page cache dropped" : "", kRepeats);
   compare_read_paths("28x28 gray, " + std::to_string(jpegs->size()), jpegs, folder.string() + "/shards-28",
                      url.empty() ? "" : url + "/shards-28", cold);
-  compare_read_paths("224x224 RGB, " + std::to_string(large_jpegs->size()), large_jpegs, folder.string() + "/shards-224",
-                     url.empty() ? "" : url + "/shards-224", cold);
+  compare_read_paths("224x224 RGB, " + std::to_string(large_jpegs->size()), large_jpegs,
+                     folder.string() + "/shards-224", url.empty() ? "" : url + "/shards-224", cold);
   std::printf("\nratio: shards / files for local shards; nginx / local shards for nginx\n");
   fs::remove_all(folder);
   return 0;

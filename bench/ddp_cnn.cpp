@@ -150,8 +150,8 @@ double paired_overhead_at_one_worker() {
     });
   };
   for (int i = 0; i < kWarmup; ++i) window(plain, plain_optimizer), window(wrapped, ddp_optimizer);
-  const double ratio = median_paired_ratio(40, [&] { return window(wrapped, ddp_optimizer); },
-                                           [&] { return window(plain, plain_optimizer); });
+  const double ratio = median_paired_ratio(
+      40, [&] { return window(wrapped, ddp_optimizer); }, [&] { return window(plain, plain_optimizer); });
   lockstep::shutdown();
   return ratio - 1;
 }
@@ -200,7 +200,8 @@ double paired_timeline_cost() {
     });
   };
   for (int i = 0; i < kWarmup; ++i) window(true), window(false);
-  const double ratio = median_paired_ratio(40, [&] { return window(true); }, [&] { return window(false); });
+  const double ratio = median_paired_ratio(
+      40, [&] { return window(true); }, [&] { return window(false); });
   lockstep::timeline::detail::recording.store(true);
   const std::string file = lockstep::timeline::stop();
   std::error_code ignored;
@@ -236,7 +237,9 @@ void time_perceptron(const std::string& perceptron, int repeats) {
   auto seconds_per_step = [&](int workers, bool independent) {
     constexpr int kEpochs = 4;
     const auto ends = run_world_line_times(workers, {perceptron, "--epochs", std::to_string(kEpochs)}, independent);
-    if (ends.size() != kEpochs) throw std::runtime_error(perceptron + " printed " + std::to_string(ends.size()) + " epoch ends, not " + std::to_string(kEpochs));
+    if (ends.size() != kEpochs)
+      throw std::runtime_error(perceptron + " printed " + std::to_string(ends.size()) + " epoch ends, not " +
+                               std::to_string(kEpochs));
     return (ends.back() - ends.front()) / ((kEpochs - 1) * (independent ? 10000 : 10000 / workers));
   };
   std::vector<double> ones, twos, pairs, of_ceiling;
@@ -247,11 +250,14 @@ void time_perceptron(const std::string& perceptron, int repeats) {
     of_ceiling.push_back(pairs.back() / twos.back());
   }
   const double one = median(ones), two = median(twos), pair = median(pairs);
-  std::printf("\nperceptron example, time per step (one sample per worker, medians of %d): 1 worker %.0f µs, "
-              "2 workers %.0f µs, 2 independent 1-worker processes %.0f µs\n", repeats, one * 1e6, two * 1e6, pair * 1e6);
-  std::printf("an epoch on 2 workers takes %.2fx the time of one on 1 (speed-up %.2fx); the machine's ceiling, "
-              "2 independent processes, is a speed-up of %.2fx; the speed-up is %.2f of the ceiling\n", two / 2 / one,
-              2 * one / two, 2 * one / pair, pair / two);
+  std::printf(
+      "\nperceptron example, time per step (one sample per worker, medians of %d): 1 worker %.0f µs, "
+      "2 workers %.0f µs, 2 independent 1-worker processes %.0f µs\n",
+      repeats, one * 1e6, two * 1e6, pair * 1e6);
+  std::printf(
+      "an epoch on 2 workers takes %.2fx the time of one on 1 (speed-up %.2fx); the machine's ceiling, "
+      "2 independent processes, is a speed-up of %.2fx; the speed-up is %.2f of the ceiling\n",
+      two / 2 / one, 2 * one / two, 2 * one / pair, pair / two);
   // The same within each repeat, where the VM's drifts between repeats cancel.
   std::printf("the speed-up as a share of the ceiling, median of the %d repeats' own: %.2f (repeats:", repeats,
               median(of_ceiling));
@@ -263,9 +269,18 @@ void time_perceptron(const std::string& perceptron, int repeats) {
 // workers, for setting one libtorch release beside another in little time.
 int compare_with_pytorch(const std::string& self, const std::string& script) {
   const std::vector<std::pair<std::string, std::function<double()>>> configurations = {
-      {"plain libtorch, 1 worker", [&] { return std::atof(run_world(1, {self, "plain"}).c_str()); }},
-      {"lockstep DDP, 2 workers", [&] { return std::atof(run_world(2, {self, "lockstep"}).c_str()); }},
-      {"PyTorch DDP, 2 workers", [&] { return std::atof(run_world(2, {"/usr/bin/python3", script}).c_str()); }},
+      {"plain libtorch, 1 worker",
+       [&] {
+         return std::atof(run_world(1, {self, "plain"}).c_str());
+       }},
+      {"lockstep DDP, 2 workers",
+       [&] {
+         return std::atof(run_world(2, {self, "lockstep"}).c_str());
+       }},
+      {"PyTorch DDP, 2 workers",
+       [&] {
+         return std::atof(run_world(2, {"/usr/bin/python3", script}).c_str());
+       }},
   };
   std::map<std::string, std::vector<double>> rates;
   std::vector<double> against_pytorch;
@@ -290,7 +305,8 @@ int main(int argc, char** argv) {
   if (role == "paired-overhead") return std::printf("%.5f\n", paired_overhead_at_one_worker()) < 0;
   if (role == "paired-timeline") {
     const double ratio = paired_timeline_cost();
-    return std::getenv("RANK") != nullptr && std::string(std::getenv("RANK")) == "0" && std::printf("%.5f\n", ratio) < 0;
+    return std::getenv("RANK") != nullptr && std::string(std::getenv("RANK")) == "0" &&
+           std::printf("%.5f\n", ratio) < 0;
   }
   if (role == "perceptron-only") {
     const std::string self = fs::canonical("/proc/self/exe");
@@ -302,8 +318,8 @@ int main(int argc, char** argv) {
     for (int repeat = 0; repeat < kRepeats; ++repeat) {
       ratios.push_back(std::atof(run_world(2, {fs::canonical("/proc/self/exe").string(), "paired-timeline"}).c_str()));
     }
-    std::printf("timeline recording, 2 workers: step time %.4fx of not recording (median of %d runs; runs:", median(ratios),
-                kRepeats);
+    std::printf("timeline recording, 2 workers: step time %.4fx of not recording (median of %d runs; runs:",
+                median(ratios), kRepeats);
     for (double r : ratios) std::printf(" %.4f", r);
     std::printf(")\n");
     return 0;
@@ -311,12 +327,17 @@ int main(int argc, char** argv) {
   if (role == "lockstep-threads" || role == "first-step-threads") {
     std::vector<double> figures(2);
     const auto replicas_started = Clock::now().time_since_epoch();
-    lockstep::run_replicas(2, [&](lockstep::ProcessGroup group) {
-      figures[group.rank()] = role == "lockstep-threads" ? train(true).rate : seconds_to_first_step();
-    }, lockstep::ReplicaOptions().threads(1));
+    lockstep::run_replicas(
+        2,
+        [&](lockstep::ProcessGroup group) {
+          figures[group.rank()] = role == "lockstep-threads" ? train(true).rate : seconds_to_first_step();
+        },
+        lockstep::ReplicaOptions().threads(1));
     // The first step also from the moment the replicas started, after this process loaded.
-    const double loading = std::chrono::duration<double>(
-        replicas_started - std::chrono::nanoseconds(std::atoll(std::getenv("LOCKSTEP_BENCH_START_NS")))).count();
+    const double loading =
+        std::chrono::duration<double>(replicas_started -
+                                      std::chrono::nanoseconds(std::atoll(std::getenv("LOCKSTEP_BENCH_START_NS"))))
+            .count();
     return std::printf("%.5f %.5f\n", figures[0], figures[0] - loading) < 0;
   }
   if (role == "first-step") {
@@ -341,18 +362,40 @@ int main(int argc, char** argv) {
   // Every repeat runs each configuration once, back to back; the figures are medians of the
   // ratios within a repeat, which cancels the machine's slower drifts.
   const std::vector<std::pair<std::string, std::function<double()>>> configurations = {
-      {"plain libtorch, 1 worker", [&] { return std::atof(run_world(1, {self, "plain"}).c_str()); }},
+      {"plain libtorch, 1 worker",
+       [&] {
+         return std::atof(run_world(1, {self, "plain"}).c_str());
+       }},
       // The same again: how far two runs of one program differ between processes.
-      {"plain libtorch, 1 worker, again", [&] { return std::atof(run_world(1, {self, "plain"}).c_str()); }},
+      {"plain libtorch, 1 worker, again",
+       [&] {
+         return std::atof(run_world(1, {self, "plain"}).c_str());
+       }},
       // Two plain loops at once, not talking: the most this machine gives 2 workers.
       {"plain libtorch, 2 independent processes",
-       [&] { return 2 * std::atof(run_world(2, {self, "plain"}).c_str()); }},
-      {"lockstep DDP, 1 worker", [&] { return std::atof(run_world(1, {self, "lockstep"}).c_str()); }},
-      {"lockstep DDP, 2 workers", [&] { return std::atof(run_world(2, {self, "lockstep"}).c_str()); }},
+       [&] {
+         return 2 * std::atof(run_world(2, {self, "plain"}).c_str());
+       }},
+      {"lockstep DDP, 1 worker",
+       [&] {
+         return std::atof(run_world(1, {self, "lockstep"}).c_str());
+       }},
+      {"lockstep DDP, 2 workers",
+       [&] {
+         return std::atof(run_world(2, {self, "lockstep"}).c_str());
+       }},
       {"lockstep DDP, 2 replicas on threads of 1 process",
-       [&] { return std::atof(run_world(1, {self, "lockstep-threads"}).c_str()); }},
-      {"PyTorch DDP, 1 worker", [&] { return std::atof(run_world(1, {"/usr/bin/python3", script}).c_str()); }},
-      {"PyTorch DDP, 2 workers", [&] { return std::atof(run_world(2, {"/usr/bin/python3", script}).c_str()); }},
+       [&] {
+         return std::atof(run_world(1, {self, "lockstep-threads"}).c_str());
+       }},
+      {"PyTorch DDP, 1 worker",
+       [&] {
+         return std::atof(run_world(1, {"/usr/bin/python3", script}).c_str());
+       }},
+      {"PyTorch DDP, 2 workers",
+       [&] {
+         return std::atof(run_world(2, {"/usr/bin/python3", script}).c_str());
+       }},
   };
   std::map<std::string, std::vector<double>> rates;
   std::vector<double> efficiency, efficiency_vs_machine, against_pytorch, overhead, plain_vs_plain, paired,
@@ -367,7 +410,8 @@ int main(int argc, char** argv) {
     plain_vs_plain.push_back(r["plain libtorch, 1 worker"] / r["plain libtorch, 1 worker, again"] - 1);
     paired.push_back(std::atof(run_world(1, {self, "paired-overhead"}).c_str()));
     timeline_cost.push_back(std::atof(run_world(2, {self, "paired-timeline"}).c_str()));
-    threads_vs_processes.push_back(r["lockstep DDP, 2 replicas on threads of 1 process"] / r["lockstep DDP, 2 workers"]);
+    threads_vs_processes.push_back(r["lockstep DDP, 2 replicas on threads of 1 process"] /
+                                   r["lockstep DDP, 2 workers"]);
     double from_program = 0, from_replicas = 0;
     std::sscanf(run_world(1, {self, "first-step-threads"}).c_str(), "%lf %lf", &from_program, &from_replicas);
     first_step_threads.push_back(from_program);
@@ -380,17 +424,21 @@ int main(int argc, char** argv) {
   std::printf("lockstep scaling efficiency at 2 workers: %.1f%% of 2x one worker, %.1f%% of 2 independent processes\n",
               100 * median(efficiency), 100 * median(efficiency_vs_machine));
   std::printf("lockstep / PyTorch DDP at 2 workers: %.2fx\n", median(against_pytorch));
-  std::printf("lockstep DDP overhead at 1 worker over plain libtorch, separate processes: %+.1f%% "
-              "(plain against plain again, separate processes: %+.1f%%)\n",
-              100 * median(overhead), 100 * median(plain_vs_plain));
+  std::printf(
+      "lockstep DDP overhead at 1 worker over plain libtorch, separate processes: %+.1f%% "
+      "(plain against plain again, separate processes: %+.1f%%)\n",
+      100 * median(overhead), 100 * median(plain_vs_plain));
   std::printf("lockstep DDP overhead at 1 worker over plain libtorch, paired in one process: %+.2f%%\n",
               100 * median(paired));
   std::printf("lockstep DDP at 2 workers, replicas on threads / processes: %.3fx\n", median(threads_vs_processes));
-  std::printf("lockstep DDP at 2 workers recording the timeline, paired in each process: %.4fx the step time of not "
-              "recording\n", median(timeline_cost));
-  std::printf("to the end of the first step, 2 workers: threads %.3f s from starting the workers (run_replicas), "
-              "%.3f s from starting the program; processes %.3f s from starting them\n",
-              median(first_step_replicas), median(first_step_threads), median(first_step_processes));
+  std::printf(
+      "lockstep DDP at 2 workers recording the timeline, paired in each process: %.4fx the step time of not "
+      "recording\n",
+      median(timeline_cost));
+  std::printf(
+      "to the end of the first step, 2 workers: threads %.3f s from starting the workers (run_replicas), "
+      "%.3f s from starting the program; processes %.3f s from starting them\n",
+      median(first_step_replicas), median(first_step_threads), median(first_step_processes));
 
   // The same training fed by the loader instead of one tensor held in memory.
   std::vector<double> data_rates, waited_shares;
@@ -400,9 +448,10 @@ int main(int argc, char** argv) {
     data_rates.push_back(rate);
     waited_shares.push_back(share);
   }
-  std::printf("\nlockstep DDP, 2 workers, Fashion-MNIST through PrefetchLoader (1 loader thread each): "
-              "%.1f samples/s, training waited for data %.3f%% of the time (medians of %d runs)\n",
-              median(data_rates), 100 * median(waited_shares), kRepeats);
+  std::printf(
+      "\nlockstep DDP, 2 workers, Fashion-MNIST through PrefetchLoader (1 loader thread each): "
+      "%.1f samples/s, training waited for data %.3f%% of the time (medians of %d runs)\n",
+      median(data_rates), 100 * median(waited_shares), kRepeats);
 
   time_perceptron(perceptron, 3);
   return 0;

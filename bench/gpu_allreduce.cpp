@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       setenv("NCCL_HOSTID", ("lockstep-bench-rank-" + rank).c_str(), /*overwrite=*/1);
       setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
     }
-    lockstep::init(lockstep::InitOptions().device_backend(transport == "nccl" ? lockstep::DeviceBackend::Nccl : lockstep::DeviceBackend::Staged));
+    lockstep::init(lockstep::InitOptions().device_backend(transport == "nccl" ? lockstep::DeviceBackend::Nccl
+                                                                              : lockstep::DeviceBackend::Staged));
     ranks = lockstep::world_size();
     seconds = time_all_reduce(lockstep::ProcessGroup(), device, elements, repeats);
     how = std::string(transport == "staged" && device.is_cuda() ? "host-staged over " : "") +
@@ -91,9 +92,10 @@ int main(int argc, char** argv) {
   }
   const double time = median(seconds);
   const double bytes = static_cast<double>(elements) * 4;
-  std::printf("all_reduce of %lld MB float32 between %d ranks on %s (%s): %.2f ms, bus bandwidth %.2f GB/s "
-              "(median of %d)\n",
-              static_cast<long long>(megabytes), ranks, device.str().c_str(), how.c_str(), 1e3 * time,
-              2.0 * (ranks - 1) / ranks * bytes / time / 1e9, repeats);
+  std::printf(
+      "all_reduce of %lld MB float32 between %d ranks on %s (%s): %.2f ms, bus bandwidth %.2f GB/s "
+      "(median of %d)\n",
+      static_cast<long long>(megabytes), ranks, device.str().c_str(), how.c_str(), 1e3 * time,
+      2.0 * (ranks - 1) / ranks * bytes / time / 1e9, repeats);
   return 0;
 }

@@ -62,7 +62,8 @@ class Loop {
     torch::manual_seed(0);
     model_ = make_model(s);
     model_->to(device);
-    optimizer_ = std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    optimizer_ =
+        std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     auto options = lockstep::DDPOptions();
     if (wrapping == Wrapping::ddp_with_reducer) options.comm_hook(lockstep::allreduce_hook());
     if (wrapping != Wrapping::plain) ddp_ = std::make_unique<lockstep::DistributedDataParallel>(model_, options);
@@ -102,7 +103,8 @@ class Loop {
 // "cuda" means this worker's own GPU (its local rank's) when launched with one per GPU.
 torch::Device worker_device(const std::string& asked) {
   if (asked != "cuda" || torch::cuda::device_count() == 0) return torch::Device(asked);
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(lockstep::local_rank() % torch::cuda::device_count()));
+  return torch::Device(torch::kCUDA,
+                       static_cast<c10::DeviceIndex>(lockstep::local_rank() % torch::cuda::device_count()));
 }
 
 }  // namespace
@@ -112,7 +114,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Training throughput on one GPU: plain libtorch against lockstep's DDP at world 1"};
   app.add_option("--device", s.device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--model", s.model, "A lockstep train model name")->capture_default_str();
-  app.add_option("--precision", s.precision, "bf16 or fp32")->check(CLI::IsMember({"bf16", "fp32"}))->capture_default_str();
+  app.add_option("--precision", s.precision, "bf16 or fp32")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
   app.add_option("--batch", s.batch, "Images per step")->capture_default_str();
   app.add_option("--image-size", s.image_size, "Height and width")->capture_default_str();
   app.add_option("--steps", s.steps, "Steps per timed window")->capture_default_str();
@@ -137,12 +141,12 @@ int main(int argc, char** argv) {
   if (lockstep::rank() == 0) {
     int64_t parameters = 0, tensors = 0;
     for (const auto& p : make_model(s)->parameters()) parameters += p.numel(), ++tensors;
-    std::printf("%s (%lld parameters in %lld tensors), batch %lld per worker, %lldx%lld, %s on %s, world %d, "
-                "%d windows of %d steps (medians)\n",
-                s.model.c_str(), static_cast<long long>(parameters), static_cast<long long>(tensors),
-                static_cast<long long>(s.batch), static_cast<long long>(s.image_size),
-                static_cast<long long>(s.image_size), s.precision.c_str(), device.str().c_str(),
-                lockstep::world_size(), s.repeats, s.steps);
+    std::printf(
+        "%s (%lld parameters in %lld tensors), batch %lld per worker, %lldx%lld, %s on %s, world %d, "
+        "%d windows of %d steps (medians)\n",
+        s.model.c_str(), static_cast<long long>(parameters), static_cast<long long>(tensors),
+        static_cast<long long>(s.batch), static_cast<long long>(s.image_size), static_cast<long long>(s.image_size),
+        s.precision.c_str(), device.str().c_str(), lockstep::world_size(), s.repeats, s.steps);
     for (size_t i = 0; i < loops.size(); ++i) {
       std::printf("%-31s %10.1f images/s per worker", loops[i].first.c_str(), median(rates[i]));
       if (i > 0) std::printf(", %.3f of plain (median of the windows' ratios)", median(ratios[i]));

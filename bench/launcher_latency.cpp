@@ -103,9 +103,10 @@ int main(int argc, char** argv) {
   };
   const double ratio = lockstep::bench::median_paired_ratio(kPairs, under_lockstep_run, under_mpirun);
   fs::remove(out);
-  std::printf("4 KB all_reduce, 2 local processes, median µs per call over %d runs each: lockstep::all_reduce under "
-              "`lockstep run` %.2f, MPI_Allreduce under `mpirun` %.2f; lockstep / MPI, median of paired runs: %.2fx\n",
-              kPairs, median(ours), median(mpi), ratio);
+  std::printf(
+      "4 KB all_reduce, 2 local processes, median µs per call over %d runs each: lockstep::all_reduce under "
+      "`lockstep run` %.2f, MPI_Allreduce under `mpirun` %.2f; lockstep / MPI, median of paired runs: %.2fx\n",
+      kPairs, median(ours), median(mpi), ratio);
   std::printf("runs (lockstep, MPI):");
   for (size_t i = 0; i < ours.size(); ++i) std::printf(" (%.2f, %.2f)", ours[i], mpi[i]);
   std::printf("\n");

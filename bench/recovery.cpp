@@ -77,7 +77,9 @@ std::map<std::string, double> one_recovery(const std::string& tool, const std::s
         }
         continue;
       }
-      auto mark = [&](const std::string& name) { if (!at.count(name)) at[name] = seconds_since(killed, now); };
+      auto mark = [&](const std::string& name) {
+        if (!at.count(name)) at[name] = seconds_since(killed, now);
+      };
       if (line.find("was killed by signal 9") != std::string::npos) mark("detected");
       if (line.find("restart 1 of 1") != std::string::npos) mark("stopped");
       const auto timing = line.find("lockstep train timing: ");
@@ -101,12 +103,13 @@ std::map<std::string, double> one_recovery(const std::string& tool, const std::s
 }  // namespace
 
 int main() {
-  const std::string tool = (fs::canonical("/proc/self/exe").parent_path().parent_path() / "tools" / "lockstep").string();
+  const std::string tool =
+      (fs::canonical("/proc/self/exe").parent_path().parent_path() / "tools" / "lockstep").string();
   const std::vector<std::string> phases = {"detected", "stopped", "started", "joined", "data", "first step"};
   std::map<std::string, std::vector<double>> times;
   for (int run = 0; run < 5; ++run) {
-    const std::string out = fs::temp_directory_path() / ("lockstep-recovery-" + std::to_string(getpid()) + "-" +
-                                                         std::to_string(run));
+    const std::string out =
+        fs::temp_directory_path() / ("lockstep-recovery-" + std::to_string(getpid()) + "-" + std::to_string(run));
     const auto at = one_recovery(tool, out);
     fs::remove_all(out);
     for (const auto& phase : phases) {

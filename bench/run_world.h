@@ -23,7 +23,8 @@ namespace lockstep::bench {
 inline std::vector<pid_t> start_world(int n, const std::vector<std::string>& argv, bool independent, int out_fd) {
   const std::string port = std::to_string(29000 + getpid() % 1000);
   std::fflush(stdout);  // or the children would print what the parent has buffered
-  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch());
+  const auto now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch());
   setenv("LOCKSTEP_BENCH_START_NS", std::to_string(now.count()).c_str(), 1);
   const char* bind = std::getenv("LOCKSTEP_BENCH_BIND");
   cpu_set_t allowed;

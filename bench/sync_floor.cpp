@@ -97,8 +97,8 @@ std::vector<Pass> run_pair(bool turns, bool fresh = true) {
     if (pid == 0) {
       const std::string out = dir + "/" + std::to_string(r);
       if (!fresh) _exit(worker(r, out, turns ? turn_file.c_str() : nullptr));
-      execl(self.c_str(), self.c_str(), "worker", std::to_string(r).c_str(), out.c_str(), turns ? turn_file.c_str() : nullptr,
-            nullptr);
+      execl(self.c_str(), self.c_str(), "worker", std::to_string(r).c_str(), out.c_str(),
+            turns ? turn_file.c_str() : nullptr, nullptr);
       _exit(127);
     }
     pids.push_back(pid);
@@ -142,7 +142,8 @@ double mean(const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 4 && std::string(argv[1]) == "worker") return worker(std::atoi(argv[2]), argv[3], argc > 4 ? argv[4] : nullptr);
+  if (argc >= 4 && std::string(argv[1]) == "worker")
+    return worker(std::atoi(argv[2]), argv[3], argc > 4 ? argv[4] : nullptr);
   cpu_set_t allowed;
   sched_getaffinity(0, sizeof allowed, &allowed);
   const bool one_cpu = CPU_COUNT(&allowed) == 1;
@@ -158,9 +159,10 @@ int main(int argc, char** argv) {
       const double forked_turns = run_pair(true, /*fresh=*/false)[0].seconds;
       turn_shares.push_back(apart / turns);
       forked_turn_shares.push_back(apart / forked_turns);
-      std::printf("on one CPU, µs per pair of steps: independent %.1f, taking turns every %d steps %.1f, "
-                  "the same forked %.1f\n", apart / kSteps * 1e6, kTurnEvery, turns / kSteps * 1e6,
-                  forked_turns / kSteps * 1e6);
+      std::printf(
+          "on one CPU, µs per pair of steps: independent %.1f, taking turns every %d steps %.1f, "
+          "the same forked %.1f\n",
+          apart / kSteps * 1e6, kTurnEvery, turns / kSteps * 1e6, forked_turns / kSteps * 1e6);
       continue;
     }
     std::vector<double> slower(kSteps);
@@ -171,9 +173,10 @@ int main(int argc, char** argv) {
                 mean(independent[0].steps), mean(independent[1].steps), mean(slower));
   }
   if (one_cpu) {
-    std::printf("\ntwo processes taking turns on one CPU every %d steps, no communication: %.2f of the ceiling as "
-                "fresh programs, %.2f forked (medians of %d runs)\n", kTurnEvery,
-                lockstep::bench::median(turn_shares), lockstep::bench::median(forked_turn_shares), kRepeats);
+    std::printf(
+        "\ntwo processes taking turns on one CPU every %d steps, no communication: %.2f of the ceiling as "
+        "fresh programs, %.2f forked (medians of %d runs)\n",
+        kTurnEvery, lockstep::bench::median(turn_shares), lockstep::bench::median(forked_turn_shares), kRepeats);
   } else {
     std::printf("\nstepping in lockstep with no cost of its own reaches %.2f of the ceiling (median of %d runs)\n",
                 lockstep::bench::median(floors), kRepeats);

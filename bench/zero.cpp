@@ -130,8 +130,8 @@ void step_time(const std::string& name, int64_t batch, int steps_per_window, int
     });
   };
   window(unsharded), window(sharded);  // warm-up
-  const double ratio =
-      median_paired_ratio(pairs, [&] { return window(sharded); }, [&] { return window(unsharded); });
+  const double ratio = median_paired_ratio(
+      pairs, [&] { return window(sharded); }, [&] { return window(unsharded); });
   if (lockstep::rank() == 0) std::printf("%.5f\n", ratio);
 }
 
@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
   const std::string self = fs::canonical("/proc/self/exe");
   constexpr int kRepeats = 3;
   std::printf("ResNet-50 + Adam after one step (the rank holding the most; median of %d runs):\n\n", kRepeats);
-  std::printf("| ranks | optimizer | Adam state bytes per rank | against DDP + Adam | peak resident memory per rank |\n");
+  std::printf(
+      "| ranks | optimizer | Adam state bytes per rank | against DDP + Adam | peak resident memory per rank |\n");
   std::printf("|---:|---|---:|---:|---:|\n");
   for (int ranks : {2, 3}) {
     std::vector<double> state_ratio, ddp_state, zero_state, ddp_peak, zero_peak;
@@ -208,7 +209,8 @@ int main(int argc, char** argv) {
   std::printf("\nstep time on 2 ranks, ShardedOptimizer<Adam> / DDP + Adam (median of paired windows, per run):\n");
   for (const std::string model : {"cnn", "resnet18"}) {
     std::vector<double> ratios;
-    for (int repeat = 0; repeat < kRepeats; ++repeat) ratios.push_back(std::atof(run_world(2, {self, "step-" + model}).c_str()));
+    for (int repeat = 0; repeat < kRepeats; ++repeat)
+      ratios.push_back(std::atof(run_world(2, {self, "step-" + model}).c_str()));
     std::printf("%s: %.3f× (runs:", model.c_str(), median(ratios));
     for (double r : ratios) std::printf(" %.3f", r);
     std::printf(")\n");
@@ -218,9 +220,11 @@ int main(int argc, char** argv) {
   for (int repeat = 0; repeat < kRepeats; ++repeat) {
     double sharded = 0, whole = 0;
     long long sharded_file = 0, whole_file = 0;
-    std::sscanf(run_world(2, {self, "checkpoint"}).c_str(), "%lf %lf %lld %lld", &sharded, &whole, &sharded_file, &whole_file);
-    std::printf("each rank its shard: %.3f s (rank 0's file %.0f MiB); rank 0 everything: %.3f s (%.0f MiB); ratio %.3f\n",
-                sharded, mib(sharded_file), whole, mib(whole_file), whole > 0 ? sharded / whole : 0);
+    std::sscanf(run_world(2, {self, "checkpoint"}).c_str(), "%lf %lf %lld %lld", &sharded, &whole, &sharded_file,
+                &whole_file);
+    std::printf(
+        "each rank its shard: %.3f s (rank 0's file %.0f MiB); rank 0 everything: %.3f s (%.0f MiB); ratio %.3f\n",
+        sharded, mib(sharded_file), whole, mib(whole_file), whole > 0 ? sharded / whole : 0);
   }
   return 0;
 }

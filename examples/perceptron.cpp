@@ -31,8 +31,7 @@ int main(int argc, char** argv) {
   const auto my_y = y.slice(0, rank * share, (rank + 1) * share);
 
   torch::manual_seed(rank);  // deliberately different inits: DDP starts everyone from rank 0's
-  torch::nn::Sequential model(torch::nn::Linear(features, 100), torch::nn::ReLU(),
-                              torch::nn::Linear(100, 1));
+  torch::nn::Sequential model(torch::nn::Linear(features, 100), torch::nn::ReLU(), torch::nn::Linear(100, 1));
   lockstep::DistributedDataParallel ddp(model);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(1e-4).momentum(0.9));
 

@@ -16,8 +16,7 @@ int main() {
 
   torch::nn::Sequential model(torch::nn::Linear(1, 2), torch::nn::Tanh(), torch::nn::Linear(2, 1));
   lockstep::synchronize(model);  // everyone starts from rank 0's parameters
-  lockstep::DistributedOptimizer<torch::optim::Adam> optimizer(model->parameters(),
-                                                                torch::optim::AdamOptions(0.001));
+  lockstep::DistributedOptimizer<torch::optim::Adam> optimizer(model->parameters(), torch::optim::AdamOptions(0.001));
   for (int epoch = 1; epoch <= 100; ++epoch) {
     optimizer.zero_grad();
     auto loss = torch::mse_loss(model->forward(x), y);

@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
       model = train::make_model(
           "resnet34", train::ModelOptions().in_channels(3).num_classes(train_set->num_classes()).image_size(size));
     });
-    auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    auto optimizer =
+        std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     train::Trainer trainer(model, optimizer, train::cross_entropy_loss(),
                            train::TrainerOptions().epochs(epochs).lr(0.1).log_every(10));
     if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));
@@ -62,11 +63,13 @@ int main(int argc, char** argv) {
     const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(batch_size));
     data::PrefetchLoader train_loader(train_set, data::LoaderOptions().sampler(sampler).transform(augment));
     data::PrefetchLoader val_loader(
-        val_set, data::LoaderOptions().sampler(data::SamplerOptions(sampler).shuffle(false).even(false)).transform(evaluate));
+        val_set,
+        data::LoaderOptions().sampler(data::SamplerOptions(sampler).shuffle(false).even(false)).transform(evaluate));
     const auto result = trainer.fit(train_loader, &val_loader);
     if (lockstep::rank() == 0 && result.validation) {
       std::cout << "resnet34 on " << replicas << " replicas: val top-1 " << 100 * result.validation->value("top1")
-                << "%, top-5 " << 100 * result.validation->value("top5") << "% after " << epochs << " epochs" << std::endl;
+                << "%, top-5 " << 100 * result.validation->value("top5") << "% after " << epochs << " epochs"
+                << std::endl;
     }
   });
   return 0;

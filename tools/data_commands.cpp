@@ -112,10 +112,9 @@ void add_data_command(CLI::App& app, Action& chosen) {
       const auto& entry = registry.at(*name);
       const auto train = data::open_dataset(entry, "train");
       const auto val = data::open_dataset(entry, data::held_out_split(entry));
-      const auto summary =
-          data::export_imagenet_layout(*train, *val, data::class_names(entry), *out, *limit, *quality);
-      std::cout << "wrote " << summary.train_images << " train and " << summary.val_images
-                << " val images of " << *name << " in ImageNet's layout under " << *out << "\n";
+      const auto summary = data::export_imagenet_layout(*train, *val, data::class_names(entry), *out, *limit, *quality);
+      std::cout << "wrote " << summary.train_images << " train and " << summary.val_images << " val images of " << *name
+                << " in ImageNet's layout under " << *out << "\n";
       return 0;
     };
   });

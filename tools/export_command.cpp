@@ -28,7 +28,8 @@ struct ExportRequest {
 std::string newest_checkpoint(const std::string& run_dir) {
   const std::string folder = (fs::path(run_dir) / "checkpoints").string();
   const std::string newest = train::CheckpointFolder(folder, 1).latest();
-  if (newest.empty()) throw ConfigError(run_dir + " has no checkpoints in " + folder + "; is it a lockstep train run folder?");
+  if (newest.empty())
+    throw ConfigError(run_dir + " has no checkpoints in " + folder + "; is it a lockstep train run folder?");
   return newest;
 }
 

@@ -33,8 +33,8 @@ std::pair<data::Transform, data::Transform> transforms_for(int64_t image_size, b
   const auto normalize = data::normalize(mean, std);
   if (image_size <= 64) {
     if (!augment) return {normalize, normalize};
-    return {data::compose({data::random_crop(image_size, std::max<int64_t>(image_size / 14, 1)), data::horizontal_flip(),
-                           normalize}),
+    return {data::compose({data::random_crop(image_size, std::max<int64_t>(image_size / 14, 1)),
+                           data::horizontal_flip(), normalize}),
             normalize};
   }
   return {data::compose({data::random_resized_crop(224), data::horizontal_flip(), normalize}),

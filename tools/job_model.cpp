@@ -73,10 +73,12 @@ std::shared_ptr<torch::optim::Optimizer> make(const TrainJob& job, const std::ve
 
 }  // namespace
 
-std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job, const std::vector<torch::Tensor>& parameters) {
+std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job,
+                                                        const std::vector<torch::Tensor>& parameters) {
   using namespace torch::optim;
   if (job.optimizer == "adam") return make<Adam>(job, parameters, AdamOptions(job.lr).weight_decay(job.weight_decay));
-  if (job.optimizer == "adamw") return make<AdamW>(job, parameters, AdamWOptions(job.lr).weight_decay(job.weight_decay));
+  if (job.optimizer == "adamw")
+    return make<AdamW>(job, parameters, AdamWOptions(job.lr).weight_decay(job.weight_decay));
   return make<SGD>(job, parameters, SGDOptions(job.lr).momentum(job.momentum).weight_decay(job.weight_decay));
 }
 

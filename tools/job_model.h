@@ -26,7 +26,8 @@ JobModel make_job_model(const TrainJob& job, const JobData& d);
 void check_model_fits(const TrainJob& job, const JobData& d);
 
 // --optimizer over `parameters`, with --lr, --momentum and --weight-decay.
-std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job, const std::vector<torch::Tensor>& parameters);
+std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job,
+                                                        const std::vector<torch::Tensor>& parameters);
 
 // The run folder keeps the scripted model it started from, for `lockstep export`.
 void keep_scripted_model(const TrainJob& job);

@@ -54,7 +54,8 @@ int plot_run(const std::string& run_dir, std::string out) {
 }  // namespace
 
 void add_plot_command(CLI::App& app, Action& chosen) {
-  CLI::App* command = app.add_subcommand("plot", "Draw a run's loss and accuracy curves as an SVG file (and its timeline's split of steps, if recorded)");
+  CLI::App* command = app.add_subcommand(
+      "plot", "Draw a run's loss and accuracy curves as an SVG file (and its timeline's split of steps, if recorded)");
   auto run_dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   command->add_option("RUN_DIR", *run_dir, "Run directory holding metrics.jsonl")->required();

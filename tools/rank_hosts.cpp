@@ -23,8 +23,10 @@ std::string ranks_on_hosts() {
   auto name = torch::zeros({kNameBytes}, torch::kUInt8);
   gethostname(reinterpret_cast<char*>(name.data_ptr<uint8_t>()), kNameBytes - 1);
   std::vector<std::string> hosts;
-  for (const auto& gathered : all_gather(name)) hosts.emplace_back(reinterpret_cast<const char*>(gathered.data_ptr<uint8_t>()));
-  if (std::all_of(hosts.begin(), hosts.end(), [&](const std::string& host) { return host == hosts.front(); })) return "";
+  for (const auto& gathered : all_gather(name))
+    hosts.emplace_back(reinterpret_cast<const char*>(gathered.data_ptr<uint8_t>()));
+  if (std::all_of(hosts.begin(), hosts.end(), [&](const std::string& host) { return host == hosts.front(); }))
+    return "";
   std::string line = "ranks on hosts:";
   for (size_t first = 0; first < hosts.size();) {
     size_t last = first;

@@ -6,7 +6,8 @@ namespace lockstep::tools {
 
 void RegistryChoice::add_to(CLI::App& command) {
   command.add_option("--data-toml", file, "Dataset registry (default: $LOCKSTEP_DATA_TOML or the built-in one)");
-  command.add_option("--data-path", path_overrides, "NAME=DIR: read dataset NAME from DIR instead (DIR alone: the chosen dataset)");
+  command.add_option("--data-path", path_overrides,
+                     "NAME=DIR: read dataset NAME from DIR instead (DIR alone: the chosen dataset)");
 }
 
 data::Registry RegistryChoice::load(const std::string& chosen) const {
@@ -19,7 +20,8 @@ data::Registry RegistryChoice::load(const std::string& chosen) const {
       continue;
     }
     if (equals == std::string::npos || equals == 0 || equals + 1 == item.size()) {
-      throw ConfigError("--data-path wants NAME=DIR" + std::string(chosen.empty() ? "" : " or DIR") + ", got '" + item + "'");
+      throw ConfigError("--data-path wants NAME=DIR" + std::string(chosen.empty() ? "" : " or DIR") + ", got '" + item +
+                        "'");
     }
     registry.override_path(item.substr(0, equals), item.substr(equals + 1));
   }

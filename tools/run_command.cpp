@@ -30,8 +30,7 @@ void add_run_command(CLI::App& app, Action& chosen) {
                   "visible, else core when there are enough cores)")
       ->check(CLI::IsMember({"core", "none"}));
   run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
-  run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")
-      ->capture_default_str();
+  run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")->capture_default_str();
   run->add_option("--master-addr", options->master_addr, "Store address (default 127.0.0.1 on one node)");
   run->add_option("--master-port", options->master_port, "Store port (default: a free one, one node only)");
   run->add_option("--stop-timeout", *stop_timeout_seconds, "Seconds stopped workers get before SIGKILL")
@@ -46,7 +45,9 @@ void add_run_command(CLI::App& app, Action& chosen) {
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
   run->callback([&chosen, options, nproc, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds] {
-    auto milliseconds = [](double seconds) { return std::chrono::milliseconds(static_cast<long long>(seconds * 1000)); };
+    auto milliseconds = [](double seconds) {
+      return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+    };
     options->stop_timeout = milliseconds(*stop_timeout_seconds);
     options->rdzv_timeout = milliseconds(*rdzv_seconds);
     options->heartbeat_timeout = milliseconds(*heartbeat_seconds);

@@ -35,7 +35,8 @@ int summarize_file(const std::string& file, bool json, const std::string& svg) {
 }  // namespace
 
 void add_timeline_command(CLI::App& app, Action& chosen) {
-  CLI::App* command = app.add_subcommand("timeline", "Merge and summarize timelines (LOCKSTEP_TIMELINE, lockstep train --timeline)");
+  CLI::App* command =
+      app.add_subcommand("timeline", "Merge and summarize timelines (LOCKSTEP_TIMELINE, lockstep train --timeline)");
   command->require_subcommand(1);
 
   CLI::App* merge = command->add_subcommand("merge", "Merge the ranks' timeline files into one trace");

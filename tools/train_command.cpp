@@ -55,11 +55,17 @@ void apply_config(const std::string& path, CLI::App& command) {
     }
     if (option->count() > 0 || flag == "--config") continue;
     std::string text;
-    if (node.is_string()) text = *node.value<std::string>();
-    else if (node.is_boolean()) text = *node.value<bool>() ? "true" : "false";
-    else if (node.is_integer()) text = std::to_string(*node.value<int64_t>());
-    else if (node.is_floating_point()) text = std::to_string(*node.value<double>());
-    else throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": '" + name + "' must be a string, number or boolean");
+    if (node.is_string())
+      text = *node.value<std::string>();
+    else if (node.is_boolean())
+      text = *node.value<bool>() ? "true" : "false";
+    else if (node.is_integer())
+      text = std::to_string(*node.value<int64_t>());
+    else if (node.is_floating_point())
+      text = std::to_string(*node.value<double>());
+    else
+      throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": '" + name +
+                        "' must be a string, number or boolean");
     try {
       option->add_result(text);
       command.get_option(flag)->run_callback();
@@ -80,7 +86,8 @@ int restart_count() {
 int launch_workers(TrainJob job) {
   launch::LaunchOptions options;
   options.nproc_per_node = job.workers;
-  const std::string note = launch::take_node_from_cluster(options, job.workers_option->count() > 0, process_environment());
+  const std::string note =
+      launch::take_node_from_cluster(options, job.workers_option->count() > 0, process_environment());
   if (!note.empty()) std::cerr << "lockstep train: " << note << "\n";
   job.workers = options.nproc_per_node * options.nnodes;  // what each worker checks its world against
   const std::vector<std::string> arguments = job.as_arguments();
@@ -113,8 +120,9 @@ void add_train_command(CLI::App& app, Action& chosen) {
       const bool node_launcher = launch::launches_a_cluster_node(env, job->workers_option->count() > 0);
       const bool worker = launched() && !node_launcher;
       if (node_launcher && job->mode_option->count() > 0 && job->mode == "threads") {
-        throw ConfigError("--mode threads runs the workers inside one process, but this is one node of a cluster job "
-                          "(srun or a PyTorchJob pod), whose workers are processes; leave out --mode");
+        throw ConfigError(
+            "--mode threads runs the workers inside one process, but this is one node of a cluster job "
+            "(srun or a PyTorchJob pod), whose workers are processes; leave out --mode");
       }
       // A restarted attempt, or a requeued Slurm job, goes on from the newest checkpoint of the run it restarts.
       if ((worker && restart_count() > 0) || (step && step->restart_count > 0)) job->resume = true;
@@ -122,8 +130,8 @@ void add_train_command(CLI::App& app, Action& chosen) {
       if (step && job->out.empty()) job->out = job->default_out("job" + step->job_id);
       job->resolve_defaults();
       const std::string mode_given = job->mode_option->count() > 0 ? job->mode : node_launcher ? "processes" : "";
-      const auto mode = choose_workers_mode(mode_given, job->device,
-                                                   job->workers, train::visible_gpus(), job->max_restarts);
+      const auto mode =
+          choose_workers_mode(mode_given, job->device, job->workers, train::visible_gpus(), job->max_restarts);
       job->mode = mode.mode;
       if (!mode.note.empty() && !worker) std::cerr << mode.note << "\n";
       job->check();

@@ -53,11 +53,13 @@ void TrainJob::add_options(CLI::App& command) {
   flags.option("--model", &TrainJob::model, "mlp, cnn, resnet18, resnet34, resnet50, or a TorchScript file (FILE.pt)")
       ->capture_default_str();
   workers_option = flags.option("-n,--workers", &TrainJob::workers, "Workers on this machine")->capture_default_str();
-  mode_option = flags.option("--mode", &TrainJob::mode, "threads (replicas in one process) or processes (one per worker)")
-                    ->check(CLI::IsMember({"threads", "processes"}))
-                    ->capture_default_str();
-  flags.option("--device", &TrainJob::device,
-               "auto (cuda when a GPU is visible), cpu, cuda (a GPU per worker, by local rank) or cuda:N")
+  mode_option =
+      flags.option("--mode", &TrainJob::mode, "threads (replicas in one process) or processes (one per worker)")
+          ->check(CLI::IsMember({"threads", "processes"}))
+          ->capture_default_str();
+  flags
+      .option("--device", &TrainJob::device,
+              "auto (cuda when a GPU is visible), cpu, cuda (a GPU per worker, by local rank) or cuda:N")
       ->capture_default_str();
   flags.option("--precision", &TrainJob::precision, "fp32, or bf16 (mixed precision through autocast)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
@@ -67,7 +69,8 @@ void TrainJob::add_options(CLI::App& command) {
   flags.option("--optimizer", &TrainJob::optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
-  lr_option = flags.option("--lr", &TrainJob::lr, "Base learning rate (default: 0.05 for sgd, 0.001 for adam and adamw)");
+  lr_option =
+      flags.option("--lr", &TrainJob::lr, "Base learning rate (default: 0.05 for sgd, 0.001 for adam and adamw)");
   flags.option("--momentum", &TrainJob::momentum, "SGD momentum")->capture_default_str();
   weight_decay_option = flags.option("--weight-decay", &TrainJob::weight_decay,
                                      "Weight decay (default: 5e-4 for sgd, 0 for adam, 0.01 for adamw)");
@@ -76,17 +79,23 @@ void TrainJob::add_options(CLI::App& command) {
       ->capture_default_str();
   flags.option("--warmup-steps", &TrainJob::warmup_steps, "Linear warm-up steps")->capture_default_str();
   flags.option("--clip-grad-norm", &TrainJob::clip_grad_norm, "Clip gradients to this global norm (0: off)");
-  flags.option("--zero", &TrainJob::zero, "1: shard the optimizer state across the workers (ZeRO stage 1); 0: every "
-               "worker keeps all of it")
+  flags
+      .option("--zero", &TrainJob::zero,
+              "1: shard the optimizer state across the workers (ZeRO stage 1); 0: every "
+              "worker keeps all of it")
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
-  flags.option("--bucket-cap-mb", &TrainJob::bucket_cap_mb, "Gradient bucket size of DistributedDataParallel, in MiB "
-               "(the first bucket at most 1)")->capture_default_str();
+  flags
+      .option("--bucket-cap-mb", &TrainJob::bucket_cap_mb,
+              "Gradient bucket size of DistributedDataParallel, in MiB "
+              "(the first bucket at most 1)")
+      ->capture_default_str();
   flags.option("--scale-lr", &TrainJob::scale_lr, "Multiply the learning rate by the world size");
   flags.flag("--augment", &TrainJob::augment, "Random crops and flips of small images");
-  flags.option("--bind", &TrainJob::bind,
-               "core: each worker (process or replica thread) on a physical core of its own; none: no "
-               "pinning (default: none on a GPU, else core when there are enough cores)")
+  flags
+      .option("--bind", &TrainJob::bind,
+              "core: each worker (process or replica thread) on a physical core of its own; none: no "
+              "pinning (default: none on a GPU, else core when there are enough cores)")
       ->check(CLI::IsMember({"core", "none"}));
   flags.flag("--timeline", &TrainJob::timeline,
              "Record every rank's steps, buckets and collectives into RUN/timeline.json (Perfetto, "
@@ -95,8 +104,10 @@ void TrainJob::add_options(CLI::App& command) {
              "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
   flags.option("--out", &TrainJob::out, "Run folder (default: runs/DATASET-MODEL-TIME)");
   flags.flag("--resume", &TrainJob::resume, "Continue from the newest checkpoint in --out (default: the newest run)");
-  flags.option("--seed", &TrainJob::seed, "Seed of the model's initialisation and the data order")->capture_default_str();
-  threads_option = flags.option("--threads", &TrainJob::threads, "Loader threads per worker (default 1, or on GPUs "
+  flags.option("--seed", &TrainJob::seed, "Seed of the model's initialisation and the data order")
+      ->capture_default_str();
+  threads_option = flags.option("--threads", &TrainJob::threads,
+                                "Loader threads per worker (default 1, or on GPUs "
                                 "the cores shared among the workers, up to 8)");
   flags.option("--log-every", &TrainJob::log_every, "Steps between logged metrics")->capture_default_str();
   flags.option("--checkpoint-every", &TrainJob::checkpoint_every,
@@ -111,8 +122,9 @@ void TrainJob::add_options(CLI::App& command) {
   flags.kept("--max-restarts", &TrainJob::max_restarts,
              "Restart every worker after one fails, up to N times, resuming from the newest checkpoint "
              "(implies --mode processes)");
-  flags.kept("--heartbeat-timeout", &TrainJob::heartbeat_timeout,
-             "Processes mode: seconds without a worker's heartbeats after which it is named as hung")
+  flags
+      .kept("--heartbeat-timeout", &TrainJob::heartbeat_timeout,
+            "Processes mode: seconds without a worker's heartbeats after which it is named as hung")
       ->capture_default_str();
   datasets.add_to(command);
 }
@@ -146,11 +158,13 @@ void TrainJob::check() const {
   if (batch_size < 1) throw ConfigError("--batch-size must be at least 1, got " + std::to_string(batch_size));
   if (lr <= 0) throw ConfigError("--lr must be positive, got " + argument_of(lr));
   if (threads < 0) throw ConfigError("--threads must not be negative");
-  if (heartbeat_timeout <= 0) throw ConfigError("--heartbeat-timeout must be positive, got " + argument_of(heartbeat_timeout));
+  if (heartbeat_timeout <= 0)
+    throw ConfigError("--heartbeat-timeout must be positive, got " + argument_of(heartbeat_timeout));
   if (max_restarts < 0) throw ConfigError("--max-restarts must not be negative, got " + std::to_string(max_restarts));
   if (max_restarts > 0 && mode == "threads") {
-    throw ConfigError("--max-restarts restarts worker processes, but --mode threads runs the workers inside this "
-                      "one; leave out --mode threads");
+    throw ConfigError(
+        "--max-restarts restarts worker processes, but --mode threads runs the workers inside this "
+        "one; leave out --mode threads");
   }
   if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + argument_of(weight_decay));
   if (bucket_cap_mb <= 0) throw ConfigError("--bucket-cap-mb must be positive, got " + argument_of(bucket_cap_mb));
@@ -161,7 +175,8 @@ void TrainJob::check() const {
 
 void TrainJob::check_model() const {
   if (scripted_model()) {
-    if (!fs::is_regular_file(model) || !std::ifstream(model)) throw ConfigError("--model " + model + ": no such readable file");
+    if (!fs::is_regular_file(model) || !std::ifstream(model))
+      throw ConfigError("--model " + model + ": no such readable file");
     return;
   }
   const auto& names = train::model_names();
@@ -188,9 +203,11 @@ std::string TrainJob::newest_run() const {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator("runs", error)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && (fs::path("runs") / name).string() > newest) newest = (fs::path("runs") / name).string();
+    if (name.rfind(prefix, 0) == 0 && (fs::path("runs") / name).string() > newest)
+      newest = (fs::path("runs") / name).string();
   }
-  if (newest.empty()) throw ConfigError("--resume found no runs/" + prefix + "* folder; give the run's folder with --out");
+  if (newest.empty())
+    throw ConfigError("--resume found no runs/" + prefix + "* folder; give the run's folder with --out");
   return newest;
 }
 
@@ -240,8 +257,9 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .model_name(job.model_label())
                      .autocast_bf16(job.precision == "bf16")
                      .timeline(job.timeline)
-                     .ddp(DDPOptions().bucket_cap_mb(job.bucket_cap_mb).first_bucket_cap_mb(
-                         std::min(DDPOptions().first_bucket_cap_mb(), job.bucket_cap_mb)));
+                     .ddp(DDPOptions()
+                              .bucket_cap_mb(job.bucket_cap_mb)
+                              .first_bucket_cap_mb(std::min(DDPOptions().first_bucket_cap_mb(), job.bucket_cap_mb)));
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
   train::Trainer trainer(model.module, model.forward, optimizer, train::cross_entropy_loss(), options);
   if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));
@@ -289,8 +307,9 @@ int run_train_job(const TrainJob& job) {
   }
   if (job.mode_option != nullptr && job.mode_option->count() > 0 && job.mode == "threads" &&
       lockstep::world_size() > 1) {
-    throw ConfigError("--mode threads runs the workers inside one process, but this process is one rank of a "
-                      "launched job; leave --mode out inside mpirun or torchrun");
+    throw ConfigError(
+        "--mode threads runs the workers inside one process, but this process is one rank of a "
+        "launched job; leave --mode out inside mpirun or torchrun");
   }
   const JobData data = open_job_data(job);
   report_timing("data");
@@ -310,10 +329,13 @@ int run_train_replicas(const TrainJob& job) {
   const int threads = job.workers > 1 && !threads_chosen ? 1 : at::get_num_threads();
   const bool gpu_job = job.on_gpu();
   int status = 0;
-  run_replicas(job.workers, [&](ProcessGroup group) {
-    const int mine = train_worker(job, data);
-    if (group.rank() == 0) status = mine;  // every replica stops at the same step
-  }, ReplicaOptions().threads(threads).bind_cores(launch::binding_by_default(job.bind, gpu_job) != "none"));
+  run_replicas(
+      job.workers,
+      [&](ProcessGroup group) {
+        const int mine = train_worker(job, data);
+        if (group.rank() == 0) status = mine;  // every replica stops at the same step
+      },
+      ReplicaOptions().threads(threads).bind_cores(launch::binding_by_default(job.bind, gpu_job) != "none"));
   return status;
 }
 

@@ -19,8 +19,8 @@ struct TrainJob {
   std::string dataset = "fashion-mnist";
   std::string model = "cnn";  // a built-in name, or a TorchScript file (FILE.pt)
   int workers = 2;
-  std::string mode = "threads";  // threads: replicas in this process; processes: one per worker
-  std::string device = "auto";   // auto, cpu, cuda or cuda:N (lockstep::train::choose_device)
+  std::string mode = "threads";    // threads: replicas in this process; processes: one per worker
+  std::string device = "auto";     // auto, cpu, cuda or cuda:N (lockstep::train::choose_device)
   std::string precision = "fp32";  // fp32, or bf16: autocast on the device
   int64_t epochs = 5;
   int64_t batch_size = 64;  // per worker
@@ -31,12 +31,12 @@ struct TrainJob {
   std::string schedule = "cosine";
   int64_t warmup_steps = 100;
   double clip_grad_norm = 0;  // 0: off
-  int zero = 0;  // ZeRO stage: 1 shards the optimizer state across the workers
-  bool timeline = false;  // RUN/timeline.json
-  std::string bind;  // core, none, or "": core when there are enough cores, else none
+  int zero = 0;               // ZeRO stage: 1 shards the optimizer state across the workers
+  bool timeline = false;      // RUN/timeline.json
+  std::string bind;           // core, none, or "": core when there are enough cores, else none
   double bucket_cap_mb = 25;  // DistributedDataParallel's bucket size
   bool scale_lr = false;
-  bool augment = false;  // random crops and flips of small images (large ones are always cropped)
+  bool augment = false;        // random crops and flips of small images (large ones are always cropped)
   bool deterministic = false;  // deterministic kernels: bit-exact resumes on a GPU
   std::string out;
   bool resume = false;
@@ -45,13 +45,13 @@ struct TrainJob {
   int64_t log_every = 50;
   int64_t checkpoint_every = 0;
   int keep = 3;
-  size_t limit = 0;      // train on the first N examples only (0: all)
-  size_t val_limit = 0;  // validate on the first N only
+  size_t limit = 0;       // train on the first N examples only (0: all)
+  size_t val_limit = 0;   // validate on the first N only
   std::string val_split;  // default: val, else test
   int64_t stop_after_step = 0;
-  int max_restarts = 0;  // processes mode: restarts of every worker after one fails
+  int max_restarts = 0;           // processes mode: restarts of every worker after one fails
   double heartbeat_timeout = 30;  // processes mode: seconds without heartbeats that make a worker hung
-  RegistryChoice datasets;  // --data-toml, --data-path
+  RegistryChoice datasets;        // --data-toml, --data-path
 
   CLI::Option* workers_option = nullptr;
   CLI::Option* mode_option = nullptr;

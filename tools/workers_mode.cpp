@@ -20,8 +20,9 @@ WorkersMode choose_workers_mode(const std::string& given, const std::string& dev
                       "(libtorch runs a process's CUDA backward on one thread per device); leave out --mode threads: "
                       "with CUDA the workers are processes, which may share a GPU");
   }
-  return {"threads", "lockstep train: --mode threads stages every gradient bucket through host memory; without it, "
-                     "each worker is a process on a GPU of its own and NCCL moves the gradients"};
+  return {"threads",
+          "lockstep train: --mode threads stages every gradient bucket through host memory; without it, "
+          "each worker is a process on a GPU of its own and NCCL moves the gradients"};
 }
 
 }  // namespace lockstep::tools

@@ -66,7 +66,8 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
 
   entry.type = text_field(*table, "type", source, entry);
   if (std::find(kTypes.begin(), kTypes.end(), entry.type) == kTypes.end()) {
-    reject(place(source, *table->get("type")), name, "has unknown type '" + entry.type + "' (known: " + joined(kTypes) + ")");
+    reject(place(source, *table->get("type")), name,
+           "has unknown type '" + entry.type + "' (known: " + joined(kTypes) + ")");
   }
   entry.path = text_field(*table, "path", source, entry);
   const auto local = [&](const std::string& path) {
@@ -88,7 +89,8 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
   }
   if (const toml::node* timeout = table->get("timeout")) {
     const auto seconds = timeout->value<double>();
-    if (!seconds || *seconds <= 0) reject(place(source, *timeout), name, "timeout must be a positive number of seconds");
+    if (!seconds || *seconds <= 0)
+      reject(place(source, *timeout), name, "timeout must be a positive number of seconds");
     entry.timeout = *seconds;
   }
 
@@ -121,7 +123,8 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
   entry.splits = default_splits(entry.type);
   if (const toml::node* splits = table->get("splits")) {
     const toml::table* split_table = splits->as_table();
-    if (split_table == nullptr) reject(place(source, *splits), name, "splits must be a table, e.g. { train = \"train\" }");
+    if (split_table == nullptr)
+      reject(place(source, *splits), name, "splits must be a table, e.g. { train = \"train\" }");
     entry.splits.clear();
     for (const auto& [key, value] : *split_table) {
       const auto location = value.value<std::string>();

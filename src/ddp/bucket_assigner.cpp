@@ -5,8 +5,8 @@
 
 namespace lockstep {
 
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<ParameterSize>& in_order,
-                                                int64_t first_cap_bytes, int64_t cap_bytes) {
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<ParameterSize>& in_order, int64_t first_cap_bytes,
+                                                int64_t cap_bytes) {
   struct Open {
     std::vector<size_t> members;
     int64_t bytes = 0;
@@ -34,9 +34,8 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<ParameterSize>
     }
     return in_order.size();
   };
-  std::sort(leftovers.begin(), leftovers.end(), [&](const auto& a, const auto& b) {
-    return position(a.front()) < position(b.front());
-  });
+  std::sort(leftovers.begin(), leftovers.end(),
+            [&](const auto& a, const auto& b) { return position(a.front()) < position(b.front()); });
   closed.insert(closed.end(), leftovers.begin(), leftovers.end());
   return closed;
 }

@@ -46,7 +46,8 @@ void refuse_replicas_sharing_a_gpu(torch::nn::Module& module, const ProcessGroup
   for (size_t a = 0; a < gpus.size(); ++a) {
     for (size_t b = a + 1; b < gpus.size(); ++b) {
       if (gpus[a].item<int64_t>() != gpus[b].item<int64_t>()) continue;
-      throw ConfigError("lockstep::DistributedDataParallel: replicas " + std::to_string(a) + " and " + std::to_string(b) +
+      throw ConfigError("lockstep::DistributedDataParallel: replicas " + std::to_string(a) + " and " +
+                        std::to_string(b) +
                         " of run_replicas both train on cuda:" + std::to_string(gpus[a].item<int64_t>()) +
                         ", where their backward passes would wait for each other (libtorch runs a process's CUDA "
                         "backward on one thread per device); give each replica a GPU of its own, or run the workers as "
@@ -79,8 +80,7 @@ void refuse_parameters_on_several_devices(torch::nn::Module& module) {
 DistributedDataParallel::DistributedDataParallel(const torch::jit::Module& module, DDPOptions options)
     : DistributedDataParallel(ScriptedModule(module).ptr(), std::move(options)) {}
 
-DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                                                 DDPOptions options)
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, DDPOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
   if (!is_initialized()) throw Error("lockstep::DistributedDataParallel: call lockstep::init() first");
   // A handle that stays this group after a later init() (the default one would follow it).

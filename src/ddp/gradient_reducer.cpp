@@ -18,8 +18,7 @@
 
 namespace lockstep {
 
-GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector<std::string> names,
-                                 Options options)
+GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector<std::string> names, Options options)
     : parameters_(std::move(parameters)), names_(std::move(names)), options_(std::move(options)) {
   for (size_t i = parameters_.size(); i-- > 0;) {
     if (parameters_[i].requires_grad()) trained_.push_back(i);  // reverse registration order
@@ -30,9 +29,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
   set_aside_.resize(parameters_.size());
   build_buckets(trained_);
   for (size_t i : trained_) {
-    hook_handles_.push_back(parameters_[i].register_hook([this, i](const at::Tensor& grad) {
-      on_gradient(i, grad);
-    }));
+    hook_handles_.push_back(parameters_[i].register_hook([this, i](const at::Tensor& grad) { on_gradient(i, grad); }));
   }
 }
 
@@ -82,7 +79,8 @@ void sum_and_scale(at::Tensor& out, const at::Tensor& so_far, const at::Tensor& 
 // Into a bucket's view: (so_far + grad) * scale, or grad * scale while grad() is undefined.
 void bucket_gradient(at::Tensor& view, const at::Tensor& so_far, const at::Tensor& grad, double scale) {
   const at::ScalarType dtype = view.scalar_type();
-  const bool plain = plain_cpu(view, dtype) && plain_cpu(grad, dtype) && (!so_far.defined() || plain_cpu(so_far, dtype));
+  const bool plain =
+      plain_cpu(view, dtype) && plain_cpu(grad, dtype) && (!so_far.defined() || plain_cpu(so_far, dtype));
   if (!plain) {
     if (so_far.defined()) {
       at::add_out(view, so_far, grad);
@@ -310,8 +308,9 @@ void GradientReducer::load_learned_order(const std::vector<int64_t>& order) {
   std::sort(expected.begin(), expected.end());
   std::sort(given.begin(), given.end());
   if (given != expected) {
-    throw ConfigError("lockstep::DistributedDataParallel::load_bucket_order: the order of " + std::to_string(order.size()) +
-                      " parameters is not one of this model's " + std::to_string(trained_.size()) +
+    throw ConfigError("lockstep::DistributedDataParallel::load_bucket_order: the order of " +
+                      std::to_string(order.size()) + " parameters is not one of this model's " +
+                      std::to_string(trained_.size()) +
                       " parameters that need gradients; was it saved from another model?");
   }
   rebuild_buckets(order);

@@ -81,8 +81,8 @@ class GradientReducer {
 
   int timeline_rank_ = -1;  // this rank's row in the timeline: its rank in the default group
   double last_wait_seconds_ = 0;
-  bool waiting_ = false;            // start_gradient_wait() was called in this backward
-  bool recording_wait_ = false;     // ... and put the wait's start in the timeline
+  bool waiting_ = false;         // start_gradient_wait() was called in this backward
+  bool recording_wait_ = false;  // ... and put the wait's start in the timeline
   std::chrono::steady_clock::time_point waiting_since_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> location_;  // parameter -> (bucket, slot)
@@ -90,7 +90,7 @@ class GradientReducer {
   // moves the new gradient in rather than adding it (the bucket has the sum already);
   // finish_backward writes the reduced gradient into the user's tensor and puts it back.
   std::vector<at::Tensor> set_aside_;
-  std::vector<char> ready_;                           // per parameter, in this backward
+  std::vector<char> ready_;  // per parameter, in this backward
   std::vector<size_t> arrival_order_;
   std::vector<int64_t> learned_order_;  // the root's arrival order, once rebuilt
   size_t next_to_launch_ = 0;

@@ -13,7 +13,9 @@ std::string described(const std::string& job) { return job.empty() ? "a job with
 
 }  // namespace
 
-std::string job_id_of(const EnvLookup& env) { return env("LOCKSTEP_JOB_ID").value_or(env("SLURM_JOB_ID").value_or("")); }
+std::string job_id_of(const EnvLookup& env) {
+  return env("LOCKSTEP_JOB_ID").value_or(env("SLURM_JOB_ID").value_or(""));
+}
 
 void claim_store_for_job(c10d::Store& store, const std::string& job, const std::string& who, const std::string& where) {
   // The value is never empty: c10d's compareSet treats an empty expected value as "absent".
@@ -23,7 +25,8 @@ void claim_store_for_job(c10d::Store& store, const std::string& job, const std::
   if (held == mine) return;
   const std::string other = held.rfind("job=", 0) == 0 ? held.substr(4) : held;
   throw ConfigError("lockstep: " + who + " of " + described(job) + " reached the store at " + where + ", which " +
-                    described(other) + " holds: two jobs were given one port; give this job another MASTER_PORT "
+                    described(other) +
+                    " holds: two jobs were given one port; give this job another MASTER_PORT "
                     "(or set LOCKSTEP_JOB_ID alike on every rank of one job)");
 }
 

@@ -77,7 +77,8 @@ struct ListReader {
 
 int read_int(const EnvLookup& env, const std::string& variable) {
   const auto text = env(variable);
-  if (!text) throw ConfigError("lockstep: " + variable + " is not set, but srun sets it for every task (SLURM_STEP_ID is set)");
+  if (!text)
+    throw ConfigError("lockstep: " + variable + " is not set, but srun sets it for every task (SLURM_STEP_ID is set)");
   if (!all_digits(*text) || text->size() > 9) throw unreadable(variable, *text, "is not a number");
   return std::stoi(*text);
 }
@@ -110,9 +111,7 @@ std::vector<int> expand_tasks_per_node(const std::string& counts, const std::str
   return tasks;
 }
 
-int slurm_step_port(long job_id, long step_id) {
-  return static_cast<int>(15000 + (job_id % 1000) * 16 + step_id % 16);
-}
+int slurm_step_port(long job_id, long step_id) { return static_cast<int>(15000 + (job_id % 1000) * 16 + step_id % 16); }
 
 namespace {
 
@@ -159,8 +158,9 @@ void check_consistent(const EnvLookup& env, const SlurmStep& step, const LayoutS
   const std::string& tasks_variable = from.tasks_variable;
   const std::string tasks_value = env(tasks_variable).value_or("");
   if (step.node_rank >= static_cast<int>(step.nodes.size())) {
-    throw ConfigError("lockstep: SLURM_NODEID=" + std::to_string(step.node_rank) + " is not a node of " + nodes_variable +
-                      "='" + *env(nodes_variable) + "' (" + std::to_string(step.nodes.size()) + " nodes)");
+    throw ConfigError("lockstep: SLURM_NODEID=" + std::to_string(step.node_rank) + " is not a node of " +
+                      nodes_variable + "='" + *env(nodes_variable) + "' (" + std::to_string(step.nodes.size()) +
+                      " nodes)");
   }
   const int step_tasks = std::accumulate(step.tasks_per_node.begin(), step.tasks_per_node.end(), 0);
   if (step.world_size != step_tasks) {
@@ -168,9 +168,11 @@ void check_consistent(const EnvLookup& env, const SlurmStep& step, const LayoutS
                       tasks_value + "' starts " + std::to_string(step_tasks) +
                       " tasks; srun sets both, so unset the one set by hand");
   }
-  if (auto step_total = env("SLURM_STEP_NUM_TASKS"); step_total && read_int(env, "SLURM_STEP_NUM_TASKS") != step_tasks) {
+  if (auto step_total = env("SLURM_STEP_NUM_TASKS");
+      step_total && read_int(env, "SLURM_STEP_NUM_TASKS") != step_tasks) {
     throw ConfigError("lockstep: SLURM_STEP_NUM_TASKS=" + *step_total + ", but " + tasks_variable + "='" + tasks_value +
-                      "' starts " + std::to_string(step_tasks) + " tasks; srun sets both, so unset the one set by hand");
+                      "' starts " + std::to_string(step_tasks) +
+                      " tasks; srun sets both, so unset the one set by hand");
   }
   if (step.local_rank >= step.local_world_size()) {
     throw ConfigError("lockstep: SLURM_LOCALID=" + std::to_string(step.local_rank) + " is not a task of node " +
@@ -178,8 +180,8 @@ void check_consistent(const EnvLookup& env, const SlurmStep& step, const LayoutS
                       " (" + tasks_variable + "='" + tasks_value + "')");
   }
   if (step.rank >= step.world_size) {
-    throw ConfigError("lockstep: SLURM_PROCID=" + std::to_string(step.rank) + " is out of range for SLURM_NTASKS=" +
-                      std::to_string(step.world_size));
+    throw ConfigError("lockstep: SLURM_PROCID=" + std::to_string(step.rank) +
+                      " is out of range for SLURM_NTASKS=" + std::to_string(step.world_size));
   }
 }
 

@@ -63,9 +63,8 @@ void wait_until_listening(const std::string& host, int port, std::chrono::millis
   addrinfo* found = nullptr;
   const int resolved = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
   if (resolved != 0) {
-    throw ConfigError("lockstep: cannot reach the rendezvous store at " + where(host, port) +
-                      ": cannot resolve '" + host + "' (" + gai_strerror(resolved) +
-                      "); set MASTER_ADDR to rank 0's host name or address");
+    throw ConfigError("lockstep: cannot reach the rendezvous store at " + where(host, port) + ": cannot resolve '" +
+                      host + "' (" + gai_strerror(resolved) + "); set MASTER_ADDR to rank 0's host name or address");
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
   const auto deadline = Clock::now() + timeout;
@@ -73,16 +72,14 @@ void wait_until_listening(const std::string& host, int port, std::chrono::millis
   while (true) {
     for (const addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      last_error = try_connect(*a, std::clamp(left, std::chrono::milliseconds(1),
-                                              std::chrono::milliseconds(1000)));
+      last_error = try_connect(*a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));
       if (last_error == 0) return;
     }
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 may not be up yet
   }
-  throw ConfigError("lockstep: cannot reach the rendezvous store at " + where(host, port) +
-                    " within " + std::to_string(timeout.count()) + " ms (" +
-                    std::strerror(last_error) +
+  throw ConfigError("lockstep: cannot reach the rendezvous store at " + where(host, port) + " within " +
+                    std::to_string(timeout.count()) + " ms (" + std::strerror(last_error) +
                     "); check that rank 0 runs and MASTER_ADDR is reachable from this machine");
 }
 

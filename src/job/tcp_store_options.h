@@ -22,8 +22,7 @@ void choose_classic_server(Options&, long) {}  // before 2.2: the classic server
 
 /// Options for a c10d::TCPStore server or client that does not wait for workers to connect
 /// (lockstep's rendezvous counts its ranks itself), the same on every libtorch release.
-inline c10d::TCPStoreOptions tcp_store_options(int port, bool is_server,
-                                               std::chrono::milliseconds timeout) {
+inline c10d::TCPStoreOptions tcp_store_options(int port, bool is_server, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
   options.isServer = is_server;

@@ -28,9 +28,10 @@ bool one_task_per_node(const SlurmStep& step) {
 void take_node_from_slurm(LaunchOptions& options, const SlurmStep& step, const EnvLookup& env) {
   const int nodes = static_cast<int>(step.nodes.size());
   if (!one_task_per_node(step)) {
-    throw ConfigError("inside srun the launcher starts -n workers on each node, so the step needs one task per node "
-                      "(srun --ntasks-per-node=1), but SLURM_STEP_TASKS_PER_NODE='" +
-                      env("SLURM_STEP_TASKS_PER_NODE").value_or(env("SLURM_TASKS_PER_NODE").value_or("")) + "'");
+    throw ConfigError(
+        "inside srun the launcher starts -n workers on each node, so the step needs one task per node "
+        "(srun --ntasks-per-node=1), but SLURM_STEP_TASKS_PER_NODE='" +
+        env("SLURM_STEP_TASKS_PER_NODE").value_or(env("SLURM_TASKS_PER_NODE").value_or("")) + "'");
   }
   if (options.nnodes != 1 && options.nnodes != nodes) {
     throw ConfigError("--nnodes " + std::to_string(options.nnodes) + ", but this srun step runs on " +
@@ -49,7 +50,8 @@ std::string take_node_from_pod(LaunchOptions& options, bool nproc_given, const E
   const size_t colon = nnodes_text.find(':');
   int nnodes = read_count("PET_NNODES", nnodes_text.substr(0, colon));
   if (colon != std::string::npos && read_count("PET_NNODES", nnodes_text.substr(colon + 1)) != nnodes) {
-    throw ConfigError("PET_NNODES='" + nnodes_text + "' is an elastic range, but a lockstep job has a fixed number of "
+    throw ConfigError("PET_NNODES='" + nnodes_text +
+                      "' is an elastic range, but a lockstep job has a fixed number of "
                       "nodes; give the PyTorchJob minReplicas equal to maxReplicas");
   }
   if (!nproc_given) options.nproc_per_node = read_count("PET_NPROC_PER_NODE", *env("PET_NPROC_PER_NODE"));
@@ -58,13 +60,14 @@ std::string take_node_from_pod(LaunchOptions& options, bool nproc_given, const E
   const std::string node_variable = env("PET_NODE_RANK") ? "PET_NODE_RANK" : "RANK";
   options.node_rank = read_count(node_variable, env(node_variable).value_or("0"));
   if (options.node_rank >= nnodes) {
-    throw ConfigError(node_variable + "=" + std::to_string(options.node_rank) + " is not a node of PET_NNODES=" +
-                      nnodes_text);
+    throw ConfigError(node_variable + "=" + std::to_string(options.node_rank) +
+                      " is not a node of PET_NNODES=" + nnodes_text);
   }
   if (!options.master_addr) options.master_addr = env("MASTER_ADDR");
   if (!options.master_port && env("MASTER_PORT")) options.master_port = read_port(*env("MASTER_PORT"));
   if (nnodes > 1 && (!options.master_addr || !options.master_port)) {
-    throw ConfigError("PET_NNODES=" + nnodes_text + " but MASTER_ADDR or MASTER_PORT is not set; the training "
+    throw ConfigError("PET_NNODES=" + nnodes_text +
+                      " but MASTER_ADDR or MASTER_PORT is not set; the training "
                       "operator sets both in every pod");
   }
   // Operator versions differ on whether WORLD_SIZE counts pods or processes.

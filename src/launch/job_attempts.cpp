@@ -49,7 +49,8 @@ NodeRecord decode(const std::string& text) {
 // One launcher process among all of the job's, over its whole life: a node's launcher
 // started again is another one.
 std::string this_launcher() {
-  static const std::string id = this_host() + ":" + std::to_string(getpid()) + ":" + std::to_string(std::random_device()());
+  static const std::string id =
+      this_host() + ":" + std::to_string(getpid()) + ":" + std::to_string(std::random_device()());
   return id;
 }
 
@@ -70,9 +71,8 @@ void check_alike(const LaunchOptions& options, int other_node, const NodeRecord&
                       " has --nnodes " + std::to_string(other.nnodes) + "; every node needs the same --nnodes");
   }
   if (other.nproc != options.nproc_per_node) {
-    throw ConfigError(me + " has -n " + std::to_string(options.nproc_per_node) + " but " +
-                      describe(other_node, other) + " has -n " + std::to_string(other.nproc) +
-                      "; every node needs the same -n");
+    throw ConfigError(me + " has -n " + std::to_string(options.nproc_per_node) + " but " + describe(other_node, other) +
+                      " has -n " + std::to_string(other.nproc) + "; every node needs the same -n");
   }
 }
 
@@ -138,7 +138,8 @@ JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options
   const std::string addr = master_addr_of(options);
   const auto unreachable = [&] {
     return TimeoutError("cannot reach node 0's store at " + addr + ":" + std::to_string(store_port) + " within " +
-                        seconds(options.rdzv_timeout) + " (--rdzv-timeout); is node 0's launcher running, and "
+                        seconds(options.rdzv_timeout) +
+                        " (--rdzv-timeout); is node 0's launcher running, and "
                         "--master-addr an address of it that this node can reach?");
   };
   try {
@@ -147,7 +148,8 @@ JobAttempts::JobAttempts(const LaunchOptions& options, int store_port) : options
     throw unreachable();
   }
   // Before this launcher writes anything there: the store may be another job's.
-  claim_store_for_job(*store_, job_id_of(process_environment()), "the launcher of node " + std::to_string(options.node_rank),
+  claim_store_for_job(*store_, job_id_of(process_environment()),
+                      "the launcher of node " + std::to_string(options.node_rank),
                       addr + ":" + std::to_string(store_port));
   try {
     beat_ = std::make_unique<LauncherBeat>(addr, store_port, options.node_rank);
@@ -222,9 +224,10 @@ int JobAttempts::join(int attempt) {
       for (int node = 0; node < options_.nnodes; ++node) {
         if (!seen[node]) nodes += (nodes.empty() ? "" : ", ") + std::to_string(node);
       }
-      throw TimeoutError(std::string(missing == 1 ? "node " : "nodes ") + nodes + (attempt == 0 ? " did not start" :
-                         " did not come back for restart " + std::to_string(attempt)) + " within " +
-                         seconds(options_.rdzv_timeout) + " (--rdzv-timeout)");
+      throw TimeoutError(
+          std::string(missing == 1 ? "node " : "nodes ") + nodes +
+          (attempt == 0 ? " did not start" : " did not come back for restart " + std::to_string(attempt)) + " within " +
+          seconds(options_.rdzv_timeout) + " (--rdzv-timeout)");
     }
     std::this_thread::sleep_for(kPollEvery);
   }
@@ -242,7 +245,8 @@ bool JobAttempts::beating(const std::string& launcher) {
 int JobAttempts::after_lost_launcher(int attempt, const std::string& its_host) {
   fail(attempt, "its launcher was started again: the one before it (on " + its_host + ") is gone with its workers");
   if (attempt >= options_.max_restarts) {
-    throw ConfigError("node " + std::to_string(options_.node_rank) + "'s launcher before this one is gone, and the "
+    throw ConfigError("node " + std::to_string(options_.node_rank) +
+                      "'s launcher before this one is gone, and the "
                       "job has no restart left to start it again (--max-restarts " +
                       std::to_string(options_.max_restarts) + ")");
   }

@@ -59,7 +59,9 @@ class JobAttempts {
   int after_lost_launcher(int attempt, const std::string& its_host);
   /// Runs `use` on the store (what lambdas below take as `store`).
   template <typename Use>
-  auto use_store(Use use) { return use(*store_); }
+  auto use_store(Use use) {
+    return use(*store_);
+  }
 
   const LaunchOptions& options_;
   std::unique_ptr<c10d::TCPStore> store_;

@@ -18,7 +18,8 @@ void validate(const LaunchOptions& options) {
                       std::to_string(options.nnodes) + " (got " + std::to_string(options.node_rank) + ")");
   }
   if (options.backend != "" && options.backend != "gloo" && options.backend != "mpi" && options.backend != "nccl") {
-    throw ConfigError("--backend must be gloo or mpi, or nccl for --device-backend nccl (got '" + options.backend + "')");
+    throw ConfigError("--backend must be gloo or mpi, or nccl for --device-backend nccl (got '" + options.backend +
+                      "')");
   }
   if (options.device_backend != "" && options.device_backend != "auto" && options.device_backend != "staged" &&
       options.device_backend != "nccl") {
@@ -41,16 +42,14 @@ void validate(const LaunchOptions& options) {
     throw ConfigError("--max-restarts cannot restart a job handed to mpirun; leave out --backend mpi");
   }
   if (options.backend == "mpi" && options.nnodes > 1) {
-    throw ConfigError(
-        "--backend mpi runs on one node only; for several nodes use mpirun with a hostfile directly");
+    throw ConfigError("--backend mpi runs on one node only; for several nodes use mpirun with a hostfile directly");
   }
   if (options.nnodes > 1 && (!options.master_addr || !options.master_port)) {
     throw ConfigError("--nnodes " + std::to_string(options.nnodes) +
                       " needs --master-addr and --master-port so every node finds the same store");
   }
   if (options.master_port && (*options.master_port < 1 || *options.master_port > 65535)) {
-    throw ConfigError("--master-port must be in [1, 65535] (got " + std::to_string(*options.master_port) +
-                      ")");
+    throw ConfigError("--master-port must be in [1, 65535] (got " + std::to_string(*options.master_port) + ")");
   }
   if (options.stop_timeout.count() < 0) {
     throw ConfigError("--stop-timeout must not be negative");

@@ -101,11 +101,10 @@ class Launcher {
     for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
       WorkerRanks place{ranks_[local_rank], local_rank};
       try {
-        workers.add(place.rank,
-                    spawn_worker(options_.command,
-                                 worker_environment(inherited_, options_, place, store_port_, attempt, terminal_,
-                                                    last_failure),
-                                 binding_.cpus.empty() ? -1 : binding_.cpus[local_rank]));
+        workers.add(place.rank, spawn_worker(options_.command,
+                                             worker_environment(inherited_, options_, place, store_port_, attempt,
+                                                                terminal_, last_failure),
+                                             binding_.cpus.empty() ? -1 : binding_.cpus[local_rank]));
       } catch (const Error& error) {
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;
@@ -121,7 +120,8 @@ class Launcher {
       workers.watch(std::make_unique<HeartbeatMonitor>(master_addr_of(options_), store_port_, attempt, ranks_,
                                                        options_.heartbeat_timeout));
     } catch (const std::exception& e) {
-      report("cannot watch the workers' heartbeats (" + std::string(e.what()) + "); hung workers are left to "
+      report("cannot watch the workers' heartbeats (" + std::string(e.what()) +
+             "); hung workers are left to "
              "their collectives' timeouts");
     }
     workers.stop_when([&, attempt]() -> std::optional<std::string> {

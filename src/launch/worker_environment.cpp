@@ -14,8 +14,8 @@ bool starts_with(const std::string& text, const std::string& prefix) {
 // The core library reads these before RANK & co., so a value inherited from the launcher's
 // shell or an outer mpirun job would give every worker the same, wrong place.
 bool contradicts_worker_place(const std::string& entry) {
-  for (const char* name : {"PMIX_RANK=", "LOCKSTEP_RANK=", "LOCKSTEP_WORLD_SIZE=", "LOCKSTEP_LOCAL_RANK=",
-                           "LOCKSTEP_LOCAL_WORLD_SIZE="}) {
+  for (const char* name :
+       {"PMIX_RANK=", "LOCKSTEP_RANK=", "LOCKSTEP_WORLD_SIZE=", "LOCKSTEP_LOCAL_RANK=", "LOCKSTEP_LOCAL_WORLD_SIZE="}) {
     if (starts_with(entry, name)) {
       return true;
     }
@@ -25,10 +25,9 @@ bool contradicts_worker_place(const std::string& entry) {
 
 }  // namespace
 
-std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
-                                            const LaunchOptions& options, const WorkerRanks& place,
-                                            int store_port, int restart_count, bool stdout_is_terminal,
-                                            const std::string& restart_reason) {
+std::vector<std::string> worker_environment(const std::vector<std::string>& inherited, const LaunchOptions& options,
+                                            const WorkerRanks& place, int store_port, int restart_count,
+                                            bool stdout_is_terminal, const std::string& restart_reason) {
   std::vector<std::pair<std::string, std::string>> assigned = {
       {"RANK", std::to_string(place.rank)},
       {"WORLD_SIZE", std::to_string(options.nproc_per_node * options.nnodes)},

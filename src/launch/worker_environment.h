@@ -21,11 +21,9 @@ struct WorkerRanks {
 /// (LOCKSTEP_RESTART_COUNT, and torchrun's TORCHELASTIC_RESTART_COUNT), LOCKSTEP_TERMINAL
 /// (1 when `stdout_is_terminal`: the launcher shows rank 0's progress bar, else 0) and, with
 /// --backend, LOCKSTEP_BACKEND.
-std::vector<std::string> worker_environment(const std::vector<std::string>& inherited,
-                                            const LaunchOptions& options, const WorkerRanks& place,
-                                            int store_port, int restart_count = 0,
-                                            bool stdout_is_terminal = false,
-                                            const std::string& restart_reason = "");
+std::vector<std::string> worker_environment(const std::vector<std::string>& inherited, const LaunchOptions& options,
+                                            const WorkerRanks& place, int store_port, int restart_count = 0,
+                                            bool stdout_is_terminal = false, const std::string& restart_reason = "");
 
 /// This process's environment as "NAME=value" entries.
 std::vector<std::string> current_environment();

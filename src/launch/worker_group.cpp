@@ -17,9 +17,7 @@ constexpr std::chrono::seconds kKillGrace{5};
 // How often heartbeats and the other nodes are checked on while the workers run.
 constexpr int kWatchEveryMs = 500;
 
-std::string describe_signal(int signal) {
-  return "signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
-}
+std::string describe_signal(int signal) { return "signal " + std::to_string(signal) + " (" + strsignal(signal) + ")"; }
 
 std::string describe_worker(int rank, pid_t pid) {
   return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
@@ -125,9 +123,7 @@ void WorkerGroup::check_watchers() {
   }
 }
 
-void WorkerGroup::abandon(int exit_status, const std::string& cause) {
-  begin_stop(exit_status, SIGTERM, cause, true);
-}
+void WorkerGroup::abandon(int exit_status, const std::string& cause) { begin_stop(exit_status, SIGTERM, cause, true); }
 
 int WorkerGroup::supervise(SignalInbox& signals) {
   while (!running_workers().empty() && !gave_up_) {

@@ -74,8 +74,8 @@ int read_exec_errno(int fd) {
 
 }  // namespace
 
-WorkerProcess spawn_worker(const std::vector<std::string>& command,
-                           const std::vector<std::string>& environment, int cpu) {
+WorkerProcess spawn_worker(const std::vector<std::string>& command, const std::vector<std::string>& environment,
+                           int cpu) {
   std::vector<char*> argv = as_null_terminated(command);
   std::vector<char*> envp = as_null_terminated(environment);
   Pipe out = open_pipe();

@@ -19,7 +19,7 @@ struct WorkerProcess {
 /// process group, killed if the launcher dies. Returns once PROGRAM is running; throws
 /// lockstep::Error "cannot run 'PROGRAM': reason" when it could not be executed. With `cpu`
 /// (not -1), PROGRAM runs on that CPU alone.
-WorkerProcess spawn_worker(const std::vector<std::string>& command,
-                           const std::vector<std::string>& environment, int cpu = -1);
+WorkerProcess spawn_worker(const std::vector<std::string>& command, const std::vector<std::string>& environment,
+                           int cpu = -1);
 
 }  // namespace lockstep::launch

@@ -59,13 +59,11 @@ struct AdamFamilyKind {
   }
 };
 
-struct AdamKind : AdamFamilyKind<torch::optim::Adam, torch::optim::AdamOptions,
-                                 torch::optim::AdamParamState> {
+struct AdamKind : AdamFamilyKind<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState> {
   static constexpr const char* name = "Adam";
 };
 
-struct AdamWKind : AdamFamilyKind<torch::optim::AdamW, torch::optim::AdamWOptions,
-                                  torch::optim::AdamWParamState> {
+struct AdamWKind : AdamFamilyKind<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState> {
   static constexpr const char* name = "AdamW";
 };
 
@@ -122,9 +120,7 @@ template <typename F>
 bool visit_kind(torch::optim::Optimizer& optimizer, F&& f) {
   return std::apply(
       [&](auto... kinds) {
-        return ((dynamic_cast<typename decltype(kinds)::Optimizer*>(&optimizer) != nullptr &&
-                 (f(kinds), true)) ||
-                ...);
+        return ((dynamic_cast<typename decltype(kinds)::Optimizer*>(&optimizer) != nullptr && (f(kinds), true)) || ...);
       },
       SupportedKinds{});
 }

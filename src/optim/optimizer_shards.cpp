@@ -17,7 +17,6 @@ namespace {
 // Written into every shard, so that another file is recognised as not being one.
 constexpr int64_t kShardFormat = 1;
 
-
 std::string kind_of(torch::optim::Optimizer& optimizer) {
   std::string kind;
   detail::visit_kind(optimizer, [&](auto k) { kind = decltype(k)::name; });
@@ -59,14 +58,16 @@ void read_state(torch::serialize::InputArchive& shard, const std::string& file, 
   auto& state = optimizer.state();
   using StateMap = std::decay_t<decltype(state)>;
   torch::Tensor listed;
-  if (!shard.try_read("parameters", listed)) throw DataError(file + ": not a lockstep optimizer shard (no parameter list)");
+  if (!shard.try_read("parameters", listed))
+    throw DataError(file + ": not a lockstep optimizer shard (no parameter list)");
   const std::vector<int64_t> held = detail::as_int64_vector(listed);
   for (size_t i : indices) {
     const auto key = detail::state_key<StateMap>(params[i]);
     state.erase(key);
     if (std::find(held.begin(), held.end(), static_cast<int64_t>(i)) == held.end()) continue;
     torch::serialize::InputArchive entry;
-    if (!shard.try_read(parameter_key(i), entry)) throw DataError(file + ": no state for parameter " + std::to_string(i));
+    if (!shard.try_read(parameter_key(i), entry))
+      throw DataError(file + ": no state for parameter " + std::to_string(i));
     auto read = std::make_unique<State>();
     Kind::each_state_field(*read, [&](const char* name, auto& field) {
       torch::Tensor value;
@@ -88,7 +89,8 @@ void read_state(torch::serialize::InputArchive& shard, const std::string& file, 
 
 torch::serialize::InputArchive open_shard(const std::string& file, int64_t step, const ShardLayout& layout, int rank) {
   if (!std::filesystem::is_regular_file(file)) {
-    throw DataError(file + ": no such optimizer shard; a sharded checkpoint needs the shard of every rank that wrote "
+    throw DataError(file +
+                    ": no such optimizer shard; a sharded checkpoint needs the shard of every rank that wrote "
                     "it, in the folder of rank 0's file");
   }
   torch::serialize::InputArchive shard;
@@ -98,15 +100,17 @@ torch::serialize::InputArchive open_shard(const std::string& file, int64_t step,
     throw DataError(file + ": not a readable optimizer shard (corrupt or truncated?): " + e.what_without_backtrace());
   }
   torch::Tensor format, written_step, written_rank, written_world, kind;
-  if (!shard.try_read("format", format) || format.item<int64_t>() != kShardFormat || !shard.try_read("step", written_step) ||
-      !shard.try_read("rank", written_rank) || !shard.try_read("world_size", written_world) || !shard.try_read("kind", kind)) {
+  if (!shard.try_read("format", format) || format.item<int64_t>() != kShardFormat ||
+      !shard.try_read("step", written_step) || !shard.try_read("rank", written_rank) ||
+      !shard.try_read("world_size", written_world) || !shard.try_read("kind", kind)) {
     throw DataError(file + ": not a lockstep optimizer shard");
   }
   if (written_step.item<int64_t>() != step || written_rank.item<int64_t>() != rank ||
       written_world.item<int64_t>() != layout.world_size || detail::text_of(kind) != layout.kind) {
     throw DataError(file + ": written for step " + std::to_string(written_step.item<int64_t>()) + " by rank " +
-                    std::to_string(written_rank.item<int64_t>()) + " of " + std::to_string(written_world.item<int64_t>()) +
-                    " (" + detail::text_of(kind) + "), not for this checkpoint of step " + std::to_string(step));
+                    std::to_string(written_rank.item<int64_t>()) + " of " +
+                    std::to_string(written_world.item<int64_t>()) + " (" + detail::text_of(kind) +
+                    "), not for this checkpoint of step " + std::to_string(step));
   }
   return shard;
 }
@@ -115,7 +119,8 @@ torch::serialize::InputArchive open_shard(const std::string& file, int64_t step,
 
 std::vector<torch::Tensor> parameters_of(torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> params;
-  for (const auto& group : optimizer.param_groups()) params.insert(params.end(), group.params().begin(), group.params().end());
+  for (const auto& group : optimizer.param_groups())
+    params.insert(params.end(), group.params().begin(), group.params().end());
   return params;
 }
 
@@ -144,8 +149,8 @@ bool ShardLayout::read(torch::serialize::InputArchive& archive) {
 
 std::string optimizer_shard_path(const std::string& checkpoint, int rank, int world_size) {
   const std::filesystem::path path(checkpoint);
-  return (path.parent_path() / (path.stem().string() + ".optimizer-" + std::to_string(rank) + "-of-" +
-                                std::to_string(world_size) + ".pt"))
+  return (path.parent_path() /
+          (path.stem().string() + ".optimizer-" + std::to_string(rank) + "-of-" + std::to_string(world_size) + ".pt"))
       .string();
 }
 
@@ -170,7 +175,8 @@ void write_optimizer_shard(const std::string& checkpoint, int64_t step, torch::o
   shard.write("world_size", torch::tensor(static_cast<int64_t>(world_size)));
   shard.write("kind", detail::text_tensor(kind_of(optimizer)));
   const auto params = parameters_of(optimizer);
-  detail::visit_kind(optimizer, [&](auto kind) { write_state<decltype(kind)>(shard, optimizer, params, owners, rank); });
+  detail::visit_kind(optimizer,
+                     [&](auto kind) { write_state<decltype(kind)>(shard, optimizer, params, owners, rank); });
   const std::string path = optimizer_shard_path(checkpoint, rank, world_size);
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);  // rank 0 may not have yet
@@ -193,7 +199,8 @@ void read_optimizer_shards(const std::string& checkpoint, int64_t step, const Sh
   std::map<int64_t, std::vector<size_t>> by_shard;
   for (size_t i : indices) by_shard[layout.owners[i]].push_back(i);
   for (const auto& [rank, wanted] : by_shard) {
-    const std::string file = optimizer_shard_path(checkpoint, static_cast<int>(rank), static_cast<int>(layout.world_size));
+    const std::string file =
+        optimizer_shard_path(checkpoint, static_cast<int>(rank), static_cast<int>(layout.world_size));
     auto shard = open_shard(file, step, layout, static_cast<int>(rank));
     detail::visit_kind(optimizer, [&](auto k) { read_state<decltype(k)>(shard, file, optimizer, params, wanted); });
   }

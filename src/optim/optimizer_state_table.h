@@ -67,8 +67,8 @@ at::Tensor options_table(const std::vector<typename Kind::Options*>& options) {
     rows.emplace_back();
     Kind::each_option(*o, [&](auto& value) { rows.back().push_back(static_cast<double>(value)); });
   }
-  at::Tensor table = at::empty({static_cast<int64_t>(rows.size()),
-                                static_cast<int64_t>(rows.at(0).size())}, at::kDouble);
+  at::Tensor table =
+      at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.at(0).size())}, at::kDouble);
   for (size_t i = 0; i < rows.size(); ++i) {
     std::copy(rows[i].begin(), rows[i].end(), table[i].data_ptr<double>());
   }
@@ -79,9 +79,7 @@ template <typename Kind>
 void set_options(const std::vector<typename Kind::Options*>& options, const at::Tensor& table) {
   for (size_t i = 0; i < options.size(); ++i) {
     const double* row = table[i].data_ptr<double>();
-    Kind::each_option(*options[i], [&](auto& value) {
-      value = static_cast<std::decay_t<decltype(value)>>(*row++);
-    });
+    Kind::each_option(*options[i], [&](auto& value) { value = static_cast<std::decay_t<decltype(value)>>(*row++); });
   }
 }
 
@@ -101,9 +99,7 @@ at::Tensor state_table(torch::optim::Optimizer& optimizer, const std::vector<at:
     *row++ = 1;
     Kind::each_state_field(static_cast<State&>(*found->second), [&](const char*, auto& field) {
       if constexpr (is_tensor<decltype(field)>) {
-        *row++ = !field.defined()               ? kUndefined
-                 : is_like(field, params[i]) ? kLikeParameter
-                                             : kUnlikeParameter;
+        *row++ = !field.defined() ? kUndefined : is_like(field, params[i]) ? kLikeParameter : kUnlikeParameter;
       } else {
         *row++ = static_cast<int64_t>(field);
       }
@@ -116,9 +112,8 @@ at::Tensor state_table(torch::optim::Optimizer& optimizer, const std::vector<at:
 // and tensors, and returns the tensors to receive root's values in, in the same order on every
 // rank. Root's own state is left as it is.
 template <typename Kind>
-std::vector<at::Tensor> match_state(torch::optim::Optimizer& optimizer,
-                                    const std::vector<at::Tensor>& params, const at::Tensor& table,
-                                    bool is_root) {
+std::vector<at::Tensor> match_state(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params,
+                                    const at::Tensor& table, bool is_root) {
   using State = typename Kind::State;
   auto& state = optimizer.state();
   using StateMap = std::decay_t<decltype(state)>;

@@ -67,9 +67,11 @@ OptimizerSharding::OptimizerSharding(torch::optim::Optimizer& optimizer, Process
   if (!detail::visit_kind(optimizer_, [](auto) {})) {
     const std::string type = c10::demangle(typeid(optimizer_).name());
     const bool lbfgs = type.find("LBFGS") != std::string::npos;
-    throw ConfigError(who + " cannot shard " + type + (lbfgs ? ", whose line search needs dot products over every "
-                      "parameter; use DistributedOptimizer<LBFGS>" : "") + "; it shards " +
-                      detail::kSupportedKindNames);
+    throw ConfigError(who + " cannot shard " + type +
+                      (lbfgs ? ", whose line search needs dot products over every "
+                               "parameter; use DistributedOptimizer<LBFGS>"
+                             : "") +
+                      "; it shards " + detail::kSupportedKindNames);
   }
   params_ = detail::agree_on_param_groups(who, optimizer_, 0, group_).params;
   owners_ = partition_by_bytes(params_, group_.size());
@@ -82,7 +84,8 @@ void OptimizerSharding::check_holds_all_state(const char* what) const {
   if (holds_all_state()) return;
   throw ConfigError(std::string("lockstep::ShardedOptimizer::") + what + ": rank " + std::to_string(group_.rank()) +
                     " holds the state of its own parameters only; call consolidate_state_dict(" +
-                    std::to_string(group_.rank()) + ") on every rank first, or save with lockstep's checkpoints, "
+                    std::to_string(group_.rank()) +
+                    ") on every rank first, or save with lockstep's checkpoints, "
                     "which write each rank's shard");
 }
 

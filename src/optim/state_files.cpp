@@ -86,7 +86,8 @@ void StateFiles::resume_from_rank_zero(const std::string& checkpoint, int64_t st
 
 void move_state_to_parameters(torch::optim::Optimizer& optimizer) {
   const auto params = parameters_of(optimizer);
-  detail::visit_kind(optimizer, [&](auto kind) { detail::move_state_to_parameters<decltype(kind)>(optimizer, params); });
+  detail::visit_kind(optimizer,
+                     [&](auto kind) { detail::move_state_to_parameters<decltype(kind)>(optimizer, params); });
 }
 
 }  // namespace lockstep::optim

@@ -40,7 +40,8 @@ ClockOffset clock_offset() {
 
 void sleep_if_slowed(int rank, const char* part) {
   static const SlowRank slow = slow_rank();
-  if (slow.ms > 0 && slow.part == part && slow.rank == rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow.ms));
+  if (slow.ms > 0 && slow.part == part && slow.rank == rank)
+    std::this_thread::sleep_for(std::chrono::milliseconds(slow.ms));
 }
 
 double clock_offset_us(int rank) {

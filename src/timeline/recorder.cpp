@@ -138,8 +138,9 @@ class Recorder {
                  quoted(event::kFormat).c_str(), rank, key::kVersion, format::kFormatVersion, rank,
                  quoted(name).c_str(), key::kClockOffsetUs, offset_us, rank, rank);
     for (Track track : {Track::training, Track::buckets, Track::collectives, Track::marks}) {
-      std::fprintf(file, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
-                   rank, static_cast<int>(track), track_name(track));
+      std::fprintf(
+          file, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
+          rank, static_cast<int>(track), track_name(track));
     }
   }
 

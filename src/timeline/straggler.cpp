@@ -20,10 +20,10 @@ SlowestRank slowest_of(const std::vector<StepTimes>& ranks) {
   SlowestRank slowest;
   if (ranks.size() < 2) return slowest;
   const auto busy = [](const StepTimes& t) { return t.data + t.compute; };
-  slowest.rank = static_cast<int>(std::max_element(ranks.begin(), ranks.end(),
-                                                   [&](const StepTimes& a, const StepTimes& b) {
-                                                     return busy(a) < busy(b);
-                                                   }) - ranks.begin());
+  slowest.rank =
+      static_cast<int>(std::max_element(ranks.begin(), ranks.end(),
+                                        [&](const StepTimes& a, const StepTimes& b) { return busy(a) < busy(b); }) -
+                       ranks.begin());
   std::vector<double> others_busy, others_data, others_compute;
   for (size_t r = 0; r < ranks.size(); ++r) {
     if (static_cast<int>(r) == slowest.rank) continue;

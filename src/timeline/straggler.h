@@ -19,9 +19,9 @@ struct StepTimes {
 
 /// The slowest rank of one step.
 struct SlowestRank {
-  int rank = -1;              // its index among the step's ranks; -1 with fewer than two
-  double behind = 0;          // its data + compute over the others' median, less 1
-  double data_excess = 0;     // over the others' median
+  int rank = -1;           // its index among the step's ranks; -1 with fewer than two
+  double behind = 0;       // its data + compute over the others' median, less 1
+  double data_excess = 0;  // over the others' median
   double compute_excess = 0;
 };
 

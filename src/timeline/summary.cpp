@@ -70,7 +70,8 @@ std::map<int, RankEvents> by_rank(const nlohmann::json& events) {
     if (tid == kCollectivesTrack && phase == "X") {
       rank.collectives.push_back({ts, ts + e.value("dur", 0.0)});
     } else if (tid == kTrainingTrack && phase == "X") {
-      rank.spans.push_back({e.value("name", ""), ts, ts + e.value("dur", 0.0), e.value("args", nlohmann::json::object())});
+      rank.spans.push_back(
+          {e.value("name", ""), ts, ts + e.value("dur", 0.0), e.value("args", nlohmann::json::object())});
     } else if (tid == kTrainingTrack && phase == "B") {
       open[pid].push_back({e.value("name", ""), ts, ts, e.value("args", nlohmann::json::object())});
     } else if (tid == kTrainingTrack && phase == "E" && !open[pid].empty()) {
@@ -118,8 +119,8 @@ std::vector<LateCaller> late_callers_of(const nlohmann::json& events, const Summ
     if (e.value("ph", "") != "X" || e.value("tid", 0) != kCollectivesTrack || !e.contains("args")) continue;
     const auto& args = e["args"];
     const double called = e.value("ts", 0.0) - args.value(key::kQueuedUs, 0.0);
-    calls[{e.value("name", ""), args.value(key::kGroup, ""), args.value(key::kSeq, int64_t{-1})}].emplace_back(e.value("pid", 0),
-                                                                                                     called);
+    calls[{e.value("name", ""), args.value(key::kGroup, ""), args.value(key::kSeq, int64_t{-1})}].emplace_back(
+        e.value("pid", 0), called);
   }
   struct Tally {
     int64_t calls = 0;
@@ -213,7 +214,8 @@ Summary summarize(const nlohmann::json& events, const std::string& source) {
     if (!r.steps.empty()) summary.ranks.push_back(r);
   }
   if (summary.ranks.empty()) {
-    throw DataError(source + ": the timeline holds no training steps (was it written by lockstep train --timeline, or "
+    throw DataError(source +
+                    ": the timeline holds no training steps (was it written by lockstep train --timeline, or "
                     "a program using lockstep::train::Trainer?)");
   }
   summary.late_callers = late_callers_of(events, summary);
@@ -223,9 +225,10 @@ Summary summarize(const nlohmann::json& events, const std::string& source) {
 }
 
 std::string summary_table(const Summary& summary) {
-  std::string out = "per step (median over steps), milliseconds:\n\n"
-                    "| rank | steps | data wait | compute | exposed communication | communication | overlap |\n"
-                    "|---|---:|---:|---:|---:|---:|---:|\n";
+  std::string out =
+      "per step (median over steps), milliseconds:\n\n"
+      "| rank | steps | data wait | compute | exposed communication | communication | overlap |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : summary.ranks) {
     const StepSplit m = r.median();
     out += "| " + r.name + " | " + std::to_string(r.steps.size()) + " | " + format("%.2f", m.data) + " | " +
@@ -240,9 +243,10 @@ std::string summary_table(const Summary& summary) {
   } else {
     out += "\nstraggler: none (no rank was the slowest by more than a fifth in most steps)\n";
   }
-  out += "\nstragglers (the rank that called each kind of collective last most often):\n\n"
-         "| collective | calls | last most often | share | late by (median) | reason |\n"
-         "|---|---:|---|---:|---:|---|\n";
+  out +=
+      "\nstragglers (the rank that called each kind of collective last most often):\n\n"
+      "| collective | calls | last most often | share | late by (median) | reason |\n"
+      "|---|---:|---|---:|---:|---|\n";
   for (const auto& s : summary.late_callers) {
     out += "| " + s.kind + " | " + std::to_string(s.calls) + " | " + s.name + " | " + format("%.0f%%", 100 * s.share) +
            " | " + format("%.2f ms", s.late_ms) + " | " + s.reason + " |\n";
@@ -257,24 +261,41 @@ nlohmann::json summary_json(const Summary& summary) {
     const StepSplit m = r.median();
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& s : r.steps) {
-      steps.push_back({{"step", s.step}, {"data_ms", s.data}, {"compute_ms", s.compute}, {"exposed_ms", s.exposed},
-                       {"comm_ms", s.comm}, {"overlap_percent", s.overlap()}});
+      steps.push_back({{"step", s.step},
+                       {"data_ms", s.data},
+                       {"compute_ms", s.compute},
+                       {"exposed_ms", s.exposed},
+                       {"comm_ms", s.comm},
+                       {"overlap_percent", s.overlap()}});
     }
-    out["ranks"].push_back({{"rank", r.rank}, {"name", r.name},
-                            {"median", {{"data_ms", m.data}, {"compute_ms", m.compute}, {"exposed_ms", m.exposed},
-                                        {"comm_ms", m.comm}, {"overlap_percent", m.overlap()}}},
+    out["ranks"].push_back({{"rank", r.rank},
+                            {"name", r.name},
+                            {"median",
+                             {{"data_ms", m.data},
+                              {"compute_ms", m.compute},
+                              {"exposed_ms", m.exposed},
+                              {"comm_ms", m.comm},
+                              {"overlap_percent", m.overlap()}}},
                             {"steps", steps}});
   }
   out["straggler"] = nullptr;
   if (summary.straggler) {
     const Straggler& s = *summary.straggler;
-    out["straggler"] = {{"rank", summary.ranks[s.rank].rank}, {"name", summary.straggler_name}, {"behind", s.behind},
-                        {"share", s.share}, {"reason", s.reason}};
+    out["straggler"] = {{"rank", summary.ranks[s.rank].rank},
+                        {"name", summary.straggler_name},
+                        {"behind", s.behind},
+                        {"share", s.share},
+                        {"reason", s.reason}};
   }
   out["stragglers"] = nlohmann::json::array();
   for (const auto& s : summary.late_callers) {
-    out["stragglers"].push_back({{"collective", s.kind}, {"calls", s.calls}, {"rank", s.rank}, {"name", s.name},
-                                 {"share", s.share}, {"late_ms", s.late_ms}, {"reason", s.reason}});
+    out["stragglers"].push_back({{"collective", s.kind},
+                                 {"calls", s.calls},
+                                 {"rank", s.rank},
+                                 {"name", s.name},
+                                 {"share", s.share},
+                                 {"late_ms", s.late_ms},
+                                 {"reason", s.reason}});
   }
   return out;
 }

@@ -28,11 +28,16 @@ std::string number(double value) {
 std::string escaped(const std::string& text) {
   std::string out;
   for (char c : text) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -43,8 +48,9 @@ std::string rect(double x, double y, double w, double h, const char* color) {
 }
 
 std::string text(double x, double y, const std::string& content, const char* anchor = "start") {
-  return "<text x=\"" + number(x) + "\" y=\"" + number(y) + "\" font-family=\"sans-serif\" font-size=\"12\" text-anchor=\"" +
-         anchor + "\">" + escaped(content) + "</text>\n";
+  return "<text x=\"" + number(x) + "\" y=\"" + number(y) +
+         "\" font-family=\"sans-serif\" font-size=\"12\" text-anchor=\"" + anchor + "\">" + escaped(content) +
+         "</text>\n";
 }
 
 // Per step, the median over ranks of each part.

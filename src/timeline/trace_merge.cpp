@@ -29,8 +29,9 @@ nlohmann::json read_trace(const std::string& path) {
     if (event.value("ph", "") != "M" || event.value("name", "") != format::event::kFormat) continue;
     const int version = event.value("args", nlohmann::json::object()).value(format::key::kVersion, 0);
     if (version > format::kFormatVersion) {
-      throw DataError(path + ": a timeline of format " + std::to_string(version) + ", newer than this lockstep reads (" +
-                      std::to_string(format::kFormatVersion) + "); read it with the lockstep that wrote it");
+      throw DataError(path + ": a timeline of format " + std::to_string(version) +
+                      ", newer than this lockstep reads (" + std::to_string(format::kFormatVersion) +
+                      "); read it with the lockstep that wrote it");
     }
   }
   return parsed;

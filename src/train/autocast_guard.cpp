@@ -24,7 +24,8 @@ void set_enabled(c10::DeviceType device, bool on) {
   }
 }
 c10::ScalarType get_dtype(c10::DeviceType device) {
-  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
 }
 void set_dtype(c10::DeviceType device, c10::ScalarType dtype) {
   if (device == c10::DeviceType::CUDA) {

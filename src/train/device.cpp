@@ -19,12 +19,14 @@ torch::Device choose_device(const std::string& choice, int local_rank) {
     throw ConfigError(choice + " is not a device; use auto, cpu, cuda or cuda:N");
   }
   if (!built_with_cuda()) {
-    throw ConfigError(choice + ": this lockstep was built against a libtorch without CUDA; "
+    throw ConfigError(choice +
+                      ": this lockstep was built against a libtorch without CUDA; "
                       "build it against a CUDA libtorch (docs/GPU.md)");
   }
   const int gpus = visible_gpus();
   if (gpus == 0) throw ConfigError(choice + ": no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
-  if (choice == "cuda") return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*gpu_of_local_rank(local_rank, gpus)));
+  if (choice == "cuda")
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*gpu_of_local_rank(local_rank, gpus)));
   const torch::Device device = [&] {
     try {
       return torch::Device(choice);

@@ -13,7 +13,8 @@ TimelineSteps::TimelineSteps(ProcessGroup group, std::function<size_t()> buckets
 void TimelineSteps::batch_arrived(int64_t step, double fetch_started_us) {
   first_collective_ = group_.collectives_called();
   // The step holds the wait for its batch: begun where that wait began.
-  tl::record(rank_, tl::Track::training, 'B', tl::event::kStep, fetch_started_us, 0, tl::Args().add(tl::key::kStep, step));
+  tl::record(rank_, tl::Track::training, 'B', tl::event::kStep, fetch_started_us, 0,
+             tl::Args().add(tl::key::kStep, step));
   tl::record(rank_, tl::Track::training, 'X', tl::event::kDataWait, fetch_started_us, tl::now_us(rank_));
 }
 

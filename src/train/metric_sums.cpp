@@ -29,8 +29,8 @@ void MetricSums::add(const torch::Tensor& output, const torch::Tensor& target, c
 
 std::vector<std::pair<std::string, double>> MetricSums::reduce_across_ranks(const ProcessGroup& group,
                                                                             double& global_samples) const {
-  auto sums = torch::cat({sums_.defined() ? sums_.cpu() : torch::zeros({3}, torch::kFloat64),
-                          torch::tensor({samples_}, torch::kFloat64)});
+  auto sums = torch::cat(
+      {sums_.defined() ? sums_.cpu() : torch::zeros({3}, torch::kFloat64), torch::tensor({samples_}, torch::kFloat64)});
   lockstep::all_reduce(sums, ReduceOp::Sum, group);
   const auto* s = sums.data_ptr<double>();
   global_samples = s[3];

@@ -41,8 +41,8 @@ void StragglerWatch::add_step(double data, double compute, double comm) {
   if (!straggler) return;
   noticed_ = true;
   notice_ = "rank " + std::to_string(group_.ranks().at(straggler->rank)) + " on " + hosts_[straggler->rank] + " is " +
-            std::to_string(static_cast<int>(100 * straggler->behind + 0.5)) + "% behind: " +
-            (straggler->reason == "data" ? "waiting for data" : "compute");
+            std::to_string(static_cast<int>(100 * straggler->behind + 0.5)) +
+            "% behind: " + (straggler->reason == "data" ? "waiting for data" : "compute");
 }
 
 std::string StragglerWatch::take_notice() {
@@ -53,8 +53,9 @@ std::string StragglerWatch::take_notice() {
 
 std::vector<std::pair<std::string, double>> StragglerWatch::interval_means() {
   const double n = counted_ > 0 ? static_cast<double>(counted_) : 1;
-  std::vector<std::pair<std::string, double>> means = {
-      {"step_data_ms", 1000 * sums_[0] / n}, {"step_compute_ms", 1000 * sums_[1] / n}, {"step_comm_ms", 1000 * sums_[2] / n}};
+  std::vector<std::pair<std::string, double>> means = {{"step_data_ms", 1000 * sums_[0] / n},
+                                                       {"step_compute_ms", 1000 * sums_[1] / n},
+                                                       {"step_comm_ms", 1000 * sums_[2] / n}};
   std::fill(std::begin(sums_), std::end(sums_), 0.0);
   counted_ = 0;
   return means;

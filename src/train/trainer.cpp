@@ -25,11 +25,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void check_options(const TrainerOptions& options) {
-  if (options.epochs() < 1) throw ConfigError("Trainer: epochs must be at least 1, got " + std::to_string(options.epochs()));
+  if (options.epochs() < 1)
+    throw ConfigError("Trainer: epochs must be at least 1, got " + std::to_string(options.epochs()));
   if (options.lr() <= 0) throw ConfigError("Trainer: lr must be positive, got " + std::to_string(options.lr()));
   if (options.log_every() < 1) throw ConfigError("Trainer: log_every must be at least 1");
   if (options.checkpoint_every() < 0) throw ConfigError("Trainer: checkpoint_every must not be negative");
-  if (options.clip_grad_norm() && *options.clip_grad_norm() <= 0) throw ConfigError("Trainer: clip_grad_norm must be positive");
+  if (options.clip_grad_norm() && *options.clip_grad_norm() <= 0)
+    throw ConfigError("Trainer: clip_grad_norm must be positive");
   check_schedule(options.schedule());
 }
 
@@ -76,7 +78,7 @@ struct Trainer::State {
 
   int64_t step = 0;
   double last_lr = 0;  // the rate of the latest update()
-  int64_t epoch = 0;  // in progress, from 0
+  int64_t epoch = 0;   // in progress, from 0
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   Clock::time_point started;
@@ -165,7 +167,9 @@ data::Batch on_device(const data::Batch& batch, torch::Device device) {
 Trainer::~Trainer() = default;
 
 void Trainer::add_sink(std::unique_ptr<MetricsSink> sink) { state_->sinks.push_back(std::move(sink)); }
-void Trainer::on_record(std::function<void(const Record&)> callback) { state_->callbacks.push_back(std::move(callback)); }
+void Trainer::on_record(std::function<void(const Record&)> callback) {
+  state_->callbacks.push_back(std::move(callback));
+}
 int64_t Trainer::step() const { return state_->step; }
 torch::nn::Module& Trainer::module() { return *state_->module; }
 torch::optim::Optimizer& Trainer::optimizer() { return *state_->optimizer; }

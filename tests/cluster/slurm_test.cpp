@@ -41,13 +41,17 @@ std::string file_text(const std::string& path) {
 
 // A small `lockstep train` job: 512 examples, so 4 steps an epoch on 4 workers.
 std::vector<std::string> small_train(const std::string& out, int epochs, std::vector<std::string> extra = {}) {
-  std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--limit", "512", "--val-limit", "256", "--batch-size",
-                                      "32", "--log-every", "4", "--warmup-steps", "4", "--epochs",
-                                      std::to_string(epochs), "--out", out};
+  std::vector<std::string> command = {LOCKSTEP_TOOL,    "train",
+                                      "--limit",        "512",
+                                      "--val-limit",    "256",
+                                      "--batch-size",   "32",
+                                      "--log-every",    "4",
+                                      "--warmup-steps", "4",
+                                      "--epochs",       std::to_string(epochs),
+                                      "--out",          out};
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
 }
-
 
 void expect_same_parameters(const std::string& run, const std::string& reference) {
   train::expect_same_weights(train::checkpoint_weights(train::newest_checkpoint(reference)),
@@ -85,7 +89,8 @@ TEST(Slurm, SrunStraightToAProgramMeetsWithoutMasterAddr) {
               {"-N", "2", "--ntasks-per-node", "2"});
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_TRUE(contains(output, "rank " + std::to_string(rank) + " of 4 (local " + std::to_string(rank % 2) +
-                                     " of 2, gloo, shm+gloo): all collectives correct")) << output;
+                                     " of 2, gloo, shm+gloo): all collectives correct"))
+        << output;
   }
   EXPECT_EQ(count_lines(output), 4u) << output;
 }
@@ -117,8 +122,9 @@ TEST(Slurm, TrainThroughSrunEndsAsTheSameJobOnTheSameHostsWithoutSlurm) {
   const std::string by_pods = pods[0]->stdout_text();
   ASSERT_EQ(validation_lines(by_pods).size(), 2u) << by_pods;
 
-  const std::string straight = run_job(cluster, "straight", "srun --kill-on-bad-exit=1 " + words(small_train(folder + "/straight", 2)),
-                                       {"-N", "2", "--ntasks-per-node", "2"});
+  const std::string straight =
+      run_job(cluster, "straight", "srun --kill-on-bad-exit=1 " + words(small_train(folder + "/straight", 2)),
+              {"-N", "2", "--ntasks-per-node", "2"});
   const std::vector<std::string> one_per_node = {"-N", "2", "--ntasks-per-node", "1"};
   std::vector<std::string> run_per_node = {"srun", LOCKSTEP_TOOL, "run", "-n", "2", "--"};
   for (const auto& word : small_train(folder + "/run-per-node", 2)) run_per_node.push_back(word);
@@ -166,7 +172,8 @@ TEST(Slurm, ARequeuedJobResumesFromItsCheckpointAndEndsBitExactly) {
   EXPECT_FALSE(contains(text, "stopped after step 160")) << text;
   // Resumed, not started over: the second run logs only steps after the checkpoint.
   size_t first_steps = 0;
-  for (size_t at = text.find("step 4/160"); at != std::string::npos; at = text.find("step 4/160", at + 1)) ++first_steps;
+  for (size_t at = text.find("step 4/160"); at != std::string::npos; at = text.find("step 4/160", at + 1))
+    ++first_steps;
   EXPECT_EQ(first_steps, 1u) << text;
   expect_same_parameters(folder + "/requeued", folder + "/whole");
 }
@@ -186,17 +193,19 @@ TEST(Slurm, ASecondJobOnTheSamePortFailsFastAndTheFirstEndsAsIfAlone) {
   std::vector<std::string> first_options = shape;
   first_options.insert(first_options.end(), {"-o", folder + "/first.out"});
   const std::string first = cluster.submit(job(folder + "/first"), first_options, port);
-  ASSERT_TRUE(wait_for_text(folder + "/first.out", "step 4/80", std::chrono::seconds(120))) << file_text(folder + "/first.out");
+  ASSERT_TRUE(wait_for_text(folder + "/first.out", "step 4/80", std::chrono::seconds(120)))
+      << file_text(folder + "/first.out");
 
   std::vector<std::string> second_options = shape;
   second_options.insert(second_options.end(), {"-o", folder + "/second.out"});
-  const std::string second =
-      cluster.submit("srun " + words({COLLECTIVES_WORKER, "init-only"}), second_options, port);
+  const std::string second = cluster.submit("srun " + words({COLLECTIVES_WORKER, "init-only"}), second_options, port);
   EXPECT_EQ(cluster.wait_for_state(second, {"FAILED", "COMPLETED", "CANCELLED"}, std::chrono::seconds(30)), "FAILED");
   EXPECT_LT(cluster.run_time(second), std::chrono::seconds(10));
   const std::string refused = file_text(folder + "/second.out");
-  EXPECT_TRUE(contains(refused, " of job " + second + " reached the store at MASTER_ADDR=n1 MASTER_PORT=29700, which job " +
-                                    first + " holds: two jobs were given one port")) << refused;
+  EXPECT_TRUE(contains(refused, " of job " + second +
+                                    " reached the store at MASTER_ADDR=n1 MASTER_PORT=29700, which job " + first +
+                                    " holds: two jobs were given one port"))
+      << refused;
 
   EXPECT_EQ(cluster.wait_for_state(first, {"COMPLETED", "FAILED", "CANCELLED"}, kJobBound), "COMPLETED")
       << file_text(folder + "/first.out");
@@ -256,8 +265,9 @@ TEST(PyTorchJob, TwoPodsOfTwoProcessesGetTheirRanksAndExactCollectives) {
     EXPECT_EQ(pods[pod]->exit_code(), 0) << pods[pod]->stdout_text() << pods[pod]->stderr_text();
     for (int local = 0; local < 2; ++local) {
       const int rank = pod * 2 + local;
-      EXPECT_TRUE(contains(pods[pod]->stdout_text(), "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
-                                                         " of 4 (local " + std::to_string(local) + " of 2, gloo, "))
+      EXPECT_TRUE(contains(pods[pod]->stdout_text(), "[rank " + std::to_string(rank) + "] rank " +
+                                                         std::to_string(rank) + " of 4 (local " +
+                                                         std::to_string(local) + " of 2, gloo, "))
           << pods[pod]->stdout_text();
     }
   }

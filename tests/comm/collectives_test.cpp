@@ -14,9 +14,7 @@ struct Setup {
   int world_size;
 };
 
-void PrintTo(const Setup& setup, std::ostream* out) {
-  *out << setup.path << ", world size " << setup.world_size;
-}
+void PrintTo(const Setup& setup, std::ostream* out) { *out << setup.path << ", world size " << setup.world_size; }
 
 std::string name_of(const ::testing::TestParamInfo<Setup>& info) {
   std::string path = info.param.path;
@@ -80,10 +78,9 @@ TEST_P(EveryCollective, ExactValuesForEveryDtype) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, EveryCollective,
-                         ::testing::Values(Setup{"shm", 1}, Setup{"shm", 2}, Setup{"shm", 3},
-                                           Setup{"shm", 4}, Setup{"gloo", 2}, Setup{"gloo", 3},
-                                           Setup{"hierarchical", 3}, Setup{"mpi", 2},
-                                           Setup{"mpi", 3}, Setup{"mpi-shm", 2}),
+                         ::testing::Values(Setup{"shm", 1}, Setup{"shm", 2}, Setup{"shm", 3}, Setup{"shm", 4},
+                                           Setup{"gloo", 2}, Setup{"gloo", 3}, Setup{"hierarchical", 3},
+                                           Setup{"mpi", 2}, Setup{"mpi", 3}, Setup{"mpi-shm", 2}),
                          name_of);
 
 // Avg of float16 and bfloat16 whose sums overflow and means do not, on every transport
@@ -107,9 +104,8 @@ TEST(EveryCollective, HierarchicalAcrossTwoLaunchesOfTwoRanks) {
   std::vector<std::unique_ptr<ToolProcess>> nodes;
   for (int node = 0; node < 2; ++node) {
     nodes.push_back(std::make_unique<ToolProcess>(
-        std::vector<std::string>{LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "2", "--node-rank",
-                                 std::to_string(node), "--master-addr", "127.0.0.1", "--master-port",
-                                 port, "--", COLLECTIVES_WORKER, "all"},
+        std::vector<std::string>{LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "2", "--node-rank", std::to_string(node),
+                                 "--master-addr", "127.0.0.1", "--master-port", port, "--", COLLECTIVES_WORKER, "all"},
         std::vector<std::string>{"LOCKSTEP_TIMEOUT=60"}));
   }
   std::string all;
@@ -120,7 +116,8 @@ TEST(EveryCollective, HierarchicalAcrossTwoLaunchesOfTwoRanks) {
   }
   for (int r = 0; r < 4; ++r) {
     EXPECT_TRUE(contains(all, "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r % 2) +
-                                  " of 2, gloo, shm+gloo): all collectives correct")) << all;
+                                  " of 2, gloo, shm+gloo): all collectives correct"))
+        << all;
   }
 }
 
@@ -134,9 +131,9 @@ TEST(EveryCollective, HierarchicalOverMpiAndItsSubGroups) {
     const auto run = run_process(argv, mpirun_env({{"LOCKSTEP_TIMEOUT", "60"}}));
     EXPECT_EQ(run.exit_code, 0) << run.output;
     for (int r = 0; r < 4; ++r) {
-      const std::string said = scenario == "all"
-          ? "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r) + " of 4, mpi, shm+mpi): all collectives correct"
-          : "rank " + std::to_string(r) + ": sub-groups correct";
+      const std::string said = scenario == "all" ? "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r) +
+                                                       " of 4, mpi, shm+mpi): all collectives correct"
+                                                 : "rank " + std::to_string(r) + ": sub-groups correct";
       EXPECT_TRUE(contains(run.output, said)) << run.output;
     }
   }
@@ -150,11 +147,11 @@ TEST(EveryCollective, SubGroupsBesideTheDefaultGroup) {
       const std::string& out = ranks[r].output;
       EXPECT_EQ(ranks[r].exit_code, 0) << out;
       EXPECT_TRUE(contains(out, "rank " + std::to_string(r) + ": sub-groups correct")) << out;
-      EXPECT_TRUE(contains(out, "rank " + std::to_string(r) + " sub-group transport " + (shm ? "shm" : "gloo")))
-          << out;
+      EXPECT_TRUE(contains(out, "rank " + std::to_string(r) + " sub-group transport " + (shm ? "shm" : "gloo"))) << out;
       const std::string others = r % 2 == 0 ? "[1, 3]" : "[0, 2]";
-      EXPECT_TRUE(contains(out, "lockstep::all_reduce: rank " + std::to_string(r) +
-                                    " is not a member of the group of ranks " + others)) << out;
+      EXPECT_TRUE(contains(
+          out, "lockstep::all_reduce: rank " + std::to_string(r) + " is not a member of the group of ranks " + others))
+          << out;
     }
   }
 }
@@ -162,8 +159,8 @@ TEST(EveryCollective, SubGroupsBesideTheDefaultGroup) {
 TEST(EveryCollective, WorldOfOneWithoutAnyEnvironment) {
   const auto run = run_process({COLLECTIVES_WORKER, "all"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("rank 0 of 1 (local 0 of 1, gloo, self): all collectives correct"),
-            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("rank 0 of 1 (local 0 of 1, gloo, self): all collectives correct"), std::string::npos)
+      << run.output;
 }
 
 TEST(EveryCollective, LocalRanksFoundFromHostNamesWhenNotGiven) {

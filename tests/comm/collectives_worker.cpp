@@ -15,14 +15,12 @@ namespace {
 
 using lockstep::ReduceOp;
 
-const std::vector<torch::ScalarType> kDtypes = {torch::kFloat, torch::kDouble, torch::kHalf,
-                                                torch::kBFloat16, torch::kInt, torch::kLong,
-                                                torch::kByte};
+const std::vector<torch::ScalarType> kDtypes = {torch::kFloat, torch::kDouble, torch::kHalf, torch::kBFloat16,
+                                                torch::kInt,   torch::kLong,   torch::kByte};
 int failures = 0;
 
 void expect_equal(const torch::Tensor& got, const torch::Tensor& want, const std::string& what) {
-  if (got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() &&
-      torch::equal(got, want)) {
+  if (got.scalar_type() == want.scalar_type() && got.sizes() == want.sizes() && torch::equal(got, want)) {
     return;
   }
   ++failures;
@@ -64,8 +62,8 @@ torch::Tensor expected_reduction(int n, int64_t numel, ReduceOp op, torch::Scala
 
 void check_all_reduce(int r, int n, torch::ScalarType dtype, int64_t numel) {
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
-    const std::string what = "all_reduce(" + lockstep::to_string(op) + ", " +
-                             c10::toString(dtype) + ", " + std::to_string(numel) + ")";
+    const std::string what =
+        "all_reduce(" + lockstep::to_string(op) + ", " + c10::toString(dtype) + ", " + std::to_string(numel) + ")";
     torch::Tensor t = input_for(r, n, numel, op).to(dtype);
     lockstep::all_reduce(t, op);
     expect_equal(t, expected_reduction(n, numel, op, dtype), what);
@@ -88,8 +86,8 @@ void check_rooted(int r, int n, torch::ScalarType dtype) {
 
     torch::Tensor s = input_for(r, n, 7, ReduceOp::Max).to(dtype);
     lockstep::reduce(s, root, ReduceOp::Max);
-    const auto want = r == root ? expected_reduction(n, 7, ReduceOp::Max, dtype)
-                                : input_for(r, n, 7, ReduceOp::Max).to(dtype);
+    const auto want =
+        r == root ? expected_reduction(n, 7, ReduceOp::Max, dtype) : input_for(r, n, 7, ReduceOp::Max).to(dtype);
     expect_equal(s, want, "reduce(root " + std::to_string(root) + ", Max, " + type + ")");
 
     torch::Tensor a = input_for(r, n, 5, ReduceOp::Sum).to(dtype);
@@ -163,8 +161,8 @@ void check_shared_tensors(int r, int n) {
         t.copy_(input_for(r, n, numel, op).to(dtype));
         lockstep::all_reduce(t, op);
         expect_equal(t, expected_reduction(n, numel, op, dtype),
-                     "all_reduce of an empty_shared tensor (" + lockstep::to_string(op) + ", " +
-                         c10::toString(dtype) + ", " + std::to_string(numel) + ")");
+                     "all_reduce of an empty_shared tensor (" + lockstep::to_string(op) + ", " + c10::toString(dtype) +
+                         ", " + std::to_string(numel) + ")");
       }
     }
   }

@@ -36,9 +36,13 @@ TEST(Environment, NothingSetMeansAWorldOfOne) {
 }
 
 TEST(Environment, TorchrunVariables) {
-  const auto spec = discover_world(InitOptions(), env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"},
-      {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"},
-      {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  const auto spec = discover_world(InitOptions(), env_of({{"RANK", "3"},
+                                                          {"WORLD_SIZE", "4"},
+                                                          {"LOCAL_RANK", "1"},
+                                                          {"LOCAL_WORLD_SIZE", "2"},
+                                                          {"MASTER_ADDR", "node7"},
+                                                          {"MASTER_PORT", "1234"},
+                                                          {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
   EXPECT_EQ(spec.rank, 3);
   EXPECT_EQ(spec.world_size, 4);
   EXPECT_EQ(spec.local_rank, 1);
@@ -51,7 +55,9 @@ TEST(Environment, TorchrunVariables) {
 
 TEST(Environment, OpenMpiVariablesPickTheMpiBackend) {
   const auto spec = discover_world(InitOptions(), env_of({{"OMPI_COMM_WORLD_RANK", "1"},
-      {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+                                                          {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
   EXPECT_EQ(spec.rank, 1);
   EXPECT_EQ(spec.world_size, 2);
   EXPECT_EQ(spec.backend, Backend::Mpi);
@@ -60,8 +66,10 @@ TEST(Environment, OpenMpiVariablesPickTheMpiBackend) {
 }
 
 TEST(Environment, SlurmVariablesWithAFileStore) {
-  const auto spec = discover_world(InitOptions(), env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"},
-      {"SLURM_LOCALID", "1"}, {"LOCKSTEP_INIT_FILE", "/shared/run"}}));
+  const auto spec = discover_world(InitOptions(), env_of({{"SLURM_PROCID", "5"},
+                                                          {"SLURM_NTASKS", "8"},
+                                                          {"SLURM_LOCALID", "1"},
+                                                          {"LOCKSTEP_INIT_FILE", "/shared/run"}}));
   EXPECT_EQ(spec.rank, 5);
   EXPECT_EQ(spec.world_size, 8);
   EXPECT_EQ(spec.method, InitMethod::File);
@@ -71,16 +79,23 @@ TEST(Environment, SlurmVariablesWithAFileStore) {
 
 TEST(Environment, MpirunInsideASlurmAllocationIsNotAConflict) {
   const auto spec = discover_world(InitOptions(), env_of({{"OMPI_COMM_WORLD_RANK", "1"},
-      {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+                                                          {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                          {"SLURM_PROCID", "0"},
+                                                          {"SLURM_NTASKS", "1"}}));
   EXPECT_EQ(spec.rank, 1);
   EXPECT_EQ(spec.world_size, 2);
 }
 
 TEST(Environment, OptionsOverrideTheEnvironment) {
-  const auto spec = discover_world(
-      InitOptions().rank(1).world_size(2).backend(Backend::Gloo).method(InitMethod::File)
-          .file_path("/tmp/x").timeout(std::chrono::seconds(7)).debug(true),
-      env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCKSTEP_TIMEOUT", "9"}}));
+  const auto spec = discover_world(InitOptions()
+                                       .rank(1)
+                                       .world_size(2)
+                                       .backend(Backend::Gloo)
+                                       .method(InitMethod::File)
+                                       .file_path("/tmp/x")
+                                       .timeout(std::chrono::seconds(7))
+                                       .debug(true),
+                                   env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCKSTEP_TIMEOUT", "9"}}));
   EXPECT_EQ(spec.rank, 1);
   EXPECT_EQ(spec.world_size, 2);
   EXPECT_EQ(spec.method, InitMethod::File);
@@ -89,9 +104,13 @@ TEST(Environment, OptionsOverrideTheEnvironment) {
 }
 
 TEST(Environment, LockstepVariables) {
-  const auto spec = discover_world(InitOptions(), env_of({{"LOCKSTEP_RANK", "0"}, {"LOCKSTEP_WORLD_SIZE", "2"},
-      {"RANK", "0"}, {"MASTER_ADDR", "h"}, {"LOCKSTEP_TIMEOUT", "2.5"}, {"LOCKSTEP_DEBUG", "1"},
-      {"LOCKSTEP_USE_AGENT_STORE", "1"}}));
+  const auto spec = discover_world(InitOptions(), env_of({{"LOCKSTEP_RANK", "0"},
+                                                          {"LOCKSTEP_WORLD_SIZE", "2"},
+                                                          {"RANK", "0"},
+                                                          {"MASTER_ADDR", "h"},
+                                                          {"LOCKSTEP_TIMEOUT", "2.5"},
+                                                          {"LOCKSTEP_DEBUG", "1"},
+                                                          {"LOCKSTEP_USE_AGENT_STORE", "1"}}));
   EXPECT_EQ(spec.timeout, std::chrono::milliseconds(2500));
   EXPECT_TRUE(spec.debug);
   EXPECT_TRUE(spec.store_hosted_by_launcher);
@@ -100,8 +119,9 @@ TEST(Environment, LockstepVariables) {
 // What the launcher tells a restarted attempt, read once here for the timeline's mark.
 TEST(Environment, TheLaunchersRestartCountAndReason) {
   EXPECT_EQ(discover_world(InitOptions(), env_of({})).restart_reason, "");
-  const auto spec = discover_world(InitOptions(), env_of({{"LOCKSTEP_RESTART_COUNT", "2"},
-      {"LOCKSTEP_RESTART_REASON", "rank 1 (pid 7) exited with status 3"}}));
+  const auto spec = discover_world(
+      InitOptions(),
+      env_of({{"LOCKSTEP_RESTART_COUNT", "2"}, {"LOCKSTEP_RESTART_REASON", "rank 1 (pid 7) exited with status 3"}}));
   EXPECT_EQ(spec.restart_count, 2);
   EXPECT_EQ(spec.restart_reason, "rank 1 (pid 7) exited with status 3");
 }
@@ -114,10 +134,12 @@ TEST(Environment, ErrorsNameTheVariableToFix) {
   EXPECT_EQ(error_of(InitOptions(), {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCKSTEP_WORLD_SIZE", "3"}}),
             "lockstep: conflicting settings: LOCKSTEP_WORLD_SIZE=3 but WORLD_SIZE=2; unset the one "
             "that does not belong to this launch");
-  EXPECT_NE(error_of(InitOptions(), {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"},
-                                     {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})
-                .find("LOCAL_RANK=2 and LOCAL_WORLD_SIZE=2 do not fit"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(
+          InitOptions(),
+          {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})
+          .find("LOCAL_RANK=2 and LOCAL_WORLD_SIZE=2 do not fit"),
+      std::string::npos);
   EXPECT_NE(error_of(InitOptions().backend(Backend::Mpi).method(InitMethod::Tcp), {})
                 .find("the mpi backend finds its ranks through mpirun"),
             std::string::npos);
@@ -150,10 +172,12 @@ TEST(Environment, TheBackendNcclMeansTheDeviceBackendNccl) {
 
 TEST(Environment, TheDeviceBackendNcclWithoutNcclSaysWhy) {
   if (built_with_nccl()) GTEST_SKIP() << "this build has NCCL; the previous test covers it";
-  const std::string why = built_with_cuda() ? "found no NCCL beside its libtorch" : "was built against a libtorch without CUDA";
-  const std::string expected = "lockstep: the device backend nccl needs lockstep built against a libtorch with CUDA and "
-                               "NCCL (docs/GPU.md), but this one " + why +
-                               "; the device backend staged moves CUDA tensors through host memory";
+  const std::string why =
+      built_with_cuda() ? "found no NCCL beside its libtorch" : "was built against a libtorch without CUDA";
+  const std::string expected =
+      "lockstep: the device backend nccl needs lockstep built against a libtorch with CUDA and "
+      "NCCL (docs/GPU.md), but this one " +
+      why + "; the device backend staged moves CUDA tensors through host memory";
   EXPECT_EQ(error_of(InitOptions().backend(Backend::Nccl), {}), expected);
   EXPECT_EQ(error_of(InitOptions().device_backend(DeviceBackend::Nccl), {}), expected);
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_BACKEND", "nccl"}}), expected);
@@ -167,18 +191,21 @@ TEST(Environment, TheHostAndDeviceBackendsAreSettledApart) {
     EXPECT_EQ(spec.backend, Backend::Gloo);
     EXPECT_EQ(spec.device_backend, DeviceBackend::Auto);
   }
-  const auto staged = discover_world(InitOptions(), env_of({{"LOCKSTEP_BACKEND", "gloo"}, {"LOCKSTEP_DEVICE_BACKEND", "staged"}}));
+  const auto staged =
+      discover_world(InitOptions(), env_of({{"LOCKSTEP_BACKEND", "gloo"}, {"LOCKSTEP_DEVICE_BACKEND", "staged"}}));
   EXPECT_EQ(staged.backend, Backend::Gloo);
   EXPECT_EQ(staged.device_backend, DeviceBackend::Staged);
   // Options win over the environment, as everywhere.
-  EXPECT_EQ(discover_world(InitOptions().device_backend(DeviceBackend::Staged), env_of({{"LOCKSTEP_DEVICE_BACKEND", "nccl"}}))
-                .device_backend,
-            DeviceBackend::Staged);
+  EXPECT_EQ(
+      discover_world(InitOptions().device_backend(DeviceBackend::Staged), env_of({{"LOCKSTEP_DEVICE_BACKEND", "nccl"}}))
+          .device_backend,
+      DeviceBackend::Staged);
   EXPECT_EQ(error_of(InitOptions(), {{"LOCKSTEP_DEVICE_BACKEND", "host"}}),
             "lockstep: LOCKSTEP_DEVICE_BACKEND='host' must be auto, staged or nccl");
-  EXPECT_EQ(error_of(InitOptions().backend(Backend::Nccl).device_backend(DeviceBackend::Staged), {}),
-            "lockstep: the backend nccl (which means the device backend nccl) conflicts with the device backend staged; "
-            "choose one");
+  EXPECT_EQ(
+      error_of(InitOptions().backend(Backend::Nccl).device_backend(DeviceBackend::Staged), {}),
+      "lockstep: the backend nccl (which means the device backend nccl) conflicts with the device backend staged; "
+      "choose one");
 }
 
 // LOCKSTEP_DEBUG=detail, as TORCH_DISTRIBUTED_DEBUG=DETAIL, compares every call; 1 is kept.
@@ -212,13 +239,19 @@ TEST(Environment, ADeviceInACpuBuildIsRefusedBeforeTheRendezvous) {
   const auto started = std::chrono::steady_clock::now();
   std::string message = "no error";
   try {
-    init(InitOptions().device(1).rank(0).world_size(2).method(InitMethod::File).file_path("/tmp/lockstep-never-met")
+    init(InitOptions()
+             .device(1)
+             .rank(0)
+             .world_size(2)
+             .method(InitMethod::File)
+             .file_path("/tmp/lockstep-never-met")
              .timeout(std::chrono::seconds(20)));
   } catch (const ConfigError& e) {
     message = e.what();
   }
-  EXPECT_EQ(message, "lockstep::init: InitOptions::device(1) needs a GPU, but this lockstep was built against a "
-                     "libtorch without CUDA (docs/GPU.md)");
+  EXPECT_EQ(message,
+            "lockstep::init: InitOptions::device(1) needs a GPU, but this lockstep was built against a "
+            "libtorch without CUDA (docs/GPU.md)");
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   EXPECT_FALSE(is_initialized());
 }

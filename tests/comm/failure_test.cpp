@@ -20,9 +20,7 @@ double seconds_since(steady_clock::time_point start) {
   return std::chrono::duration<double>(steady_clock::now() - start).count();
 }
 
-std::vector<std::string> worker(const std::string& scenario) {
-  return {COLLECTIVES_WORKER, scenario};
-}
+std::vector<std::string> worker(const std::string& scenario) { return {COLLECTIVES_WORKER, scenario}; }
 
 const Env kGlooOnly{{"LOCKSTEP_SHM", "0"}};
 
@@ -33,7 +31,8 @@ Env with(Env env, const Env& more) {
 
 TEST(Mismatch, GlooShapesDifferEveryRankRaisesNamingBoth) {
   const auto start = steady_clock::now();
-  const auto ranks = run_processes(2, worker("mismatch-shape"), tcp_world(2, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})));
+  const auto ranks =
+      run_processes(2, worker("mismatch-shape"), tcp_world(2, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})));
   EXPECT_LT(seconds_since(start), 15);
   for (const auto& f : ranks) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
@@ -43,7 +42,8 @@ TEST(Mismatch, GlooShapesDifferEveryRankRaisesNamingBoth) {
 }
 
 TEST(Mismatch, GlooDtypesDifferEveryRankRaisesNamingBoth) {
-  const auto ranks = run_processes(2, worker("mismatch-dtype"), file_world(2, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})));
+  const auto ranks =
+      run_processes(2, worker("mismatch-dtype"), file_world(2, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})));
   for (const auto& f : ranks) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
     EXPECT_TRUE(contains(f.output, "float32[4]") && contains(f.output, "int32[4]")) << f.output;
@@ -52,8 +52,9 @@ TEST(Mismatch, GlooDtypesDifferEveryRankRaisesNamingBoth) {
 
 TEST(Mismatch, DebugModeFindsItBeforeAnyDataMoves) {
   const auto start = steady_clock::now();
-  const auto ranks = run_processes(
-      3, worker("mismatch-shape"), tcp_world(3, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_DEBUG", "1"}})));
+  const auto ranks =
+      run_processes(3, worker("mismatch-shape"),
+                    tcp_world(3, with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "60"}, {"LOCKSTEP_DEBUG", "1"}})));
   EXPECT_LT(seconds_since(start), 30);  // well before the 60 s timeout
   for (const auto& f : ranks) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
@@ -66,7 +67,8 @@ TEST(Mismatch, MpiChecksEveryCallAndRaisesOnEveryRank) {
   for (const std::string kind : {"mismatch-shape", "mismatch-dtype"}) {
     auto argv = mpirun(2);
     argv.insert(argv.end(), {COLLECTIVES_WORKER, kind});
-    const auto run = run_process(argv, mpirun_env(with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "30"}})), std::chrono::seconds(60));
+    const auto run =
+        run_process(argv, mpirun_env(with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "30"}})), std::chrono::seconds(60));
     EXPECT_EQ(run.exit_code, 0) << run.output;
     EXPECT_TRUE(contains(run.output, "rank 0 MismatchError")) << run.output;
     EXPECT_TRUE(contains(run.output, "rank 1 MismatchError")) << run.output;
@@ -104,7 +106,8 @@ TEST(DeadRank, MpiWatchdogEndsTheJobNamingTheStalledCollective) {
   auto argv = mpirun(2);
   argv.insert(argv.end(), {COLLECTIVES_WORKER, "dead-hang"});
   const auto start = steady_clock::now();
-  const auto run = run_process(argv, mpirun_env(with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})), std::chrono::seconds(50));
+  const auto run =
+      run_process(argv, mpirun_env(with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "2"}})), std::chrono::seconds(50));
   EXPECT_LT(seconds_since(start), 40);
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "rank 0: all_reduce #1 (float32[4], Sum) did not complete within 2.0 s"))
@@ -121,7 +124,8 @@ TEST(Mismatch, SharedMemoryFindsItAtOnceAndTheGroupStaysUsable) {
       EXPECT_EQ(ranks[r].exit_code, 0) << out;
       EXPECT_TRUE(contains(out, "rank 0: all_reduce #0 (float32[4], Sum)")) << out;
       EXPECT_TRUE(contains(out, kind == "mismatch-shape" ? "rank 1: all_reduce #0 (float32[5], Sum)"
-                                                         : "rank 1: all_reduce #0 (int32[4], Sum)")) << out;
+                                                         : "rank 1: all_reduce #0 (int32[4], Sum)"))
+          << out;
       EXPECT_TRUE(contains(out, "rank " + std::to_string(r) + " group still usable")) << out;
     }
   }
@@ -139,12 +143,14 @@ TEST(DeadRank, SharedMemoryRankThatExitsIsNamedAsDead) {
 }
 
 TEST(DeadRank, SharedMemoryRankThatHangsTimesOutNamingIt) {
-  const auto ranks = run_processes(3, worker("dead-hang"), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}),
-                                   std::chrono::seconds(15));
+  const auto ranks =
+      run_processes(3, worker("dead-hang"), file_world(3, {{"LOCKSTEP_TIMEOUT", "2"}}), std::chrono::seconds(15));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
-    EXPECT_TRUE(contains(ranks[r].output, "all_reduce #1 (float32[4], Sum) failed: timed out waiting in "
-                                          "shared memory for rank 2 (pid ")) << ranks[r].output;
+    EXPECT_TRUE(contains(ranks[r].output,
+                         "all_reduce #1 (float32[4], Sum) failed: timed out waiting in "
+                         "shared memory for rank 2 (pid "))
+        << ranks[r].output;
   }
 }
 
@@ -186,8 +192,9 @@ TEST(DeadRank, SharedMemoryRankKilledInsideACollective) {
     ASSERT_TRUE(ranks[r]->wait_for_exit(std::chrono::seconds(30)));
     const std::string out = ranks[r]->stdout_text() + ranks[r]->stderr_text();
     EXPECT_EQ(ranks[r]->exit_code(), 0) << out;
-    EXPECT_TRUE(contains(out, "rank 1 (pid " + std::to_string(pids[1]) +
-                                  ") died while this rank waited for it in shared memory")) << out;
+    EXPECT_TRUE(contains(
+        out, "rank 1 (pid " + std::to_string(pids[1]) + ") died while this rank waited for it in shared memory"))
+        << out;
   }
   EXPECT_LT(seconds_since(killed_at), 10);  // noticed long before the 60 s timeout
   EXPECT_TRUE(segments_of(pids).empty());
@@ -202,8 +209,8 @@ TEST(DeadRank, SharedMemoryRankKilledInsideACollective) {
 // In a mount namespace of its own, /dev/shm is a 4 MB tmpfs: the group's segment fits, a
 // 16 MB tensor per rank does not, and training must go on with copies.
 TEST(SharedMemory, ATensorThatDoesNotFitInDevShmFallsBackToCopies) {
-  const std::string script = std::string("mount -t tmpfs -o size=4m lockstep-test /dev/shm && exec ") +
-                             LOCKSTEP_TOOL + " run -n 2 -- " + COLLECTIVES_WORKER + " large-shared";
+  const std::string script = std::string("mount -t tmpfs -o size=4m lockstep-test /dev/shm && exec ") + LOCKSTEP_TOOL +
+                             " run -n 2 -- " + COLLECTIVES_WORKER + " large-shared";
   const auto run = run_process({"unshare", "--mount", "--propagation", "private", "sh", "-c", script},
                                {{"LOCKSTEP_TIMEOUT", "60"}}, std::chrono::seconds(120));
   if (run.exit_code != 0 && !contains(run.output, "[rank ")) {
@@ -219,8 +226,8 @@ TEST(SharedMemory, ATensorThatDoesNotFitInDevShmFallsBackToCopies) {
 // With 64 KB of /dev/shm not even the group's segment fits: init() fails at once on every
 // rank, saying what to do.
 TEST(SharedMemory, NoRoomForTheGroupsSegmentEndsInitOnEveryRank) {
-  const std::string script = std::string("mount -t tmpfs -o size=64k lockstep-test /dev/shm && exec ") +
-                             LOCKSTEP_TOOL + " run -n 2 -- " + COLLECTIVES_WORKER + " init-only";
+  const std::string script = std::string("mount -t tmpfs -o size=64k lockstep-test /dev/shm && exec ") + LOCKSTEP_TOOL +
+                             " run -n 2 -- " + COLLECTIVES_WORKER + " init-only";
   const auto start = steady_clock::now();
   const auto run = run_process({"unshare", "--mount", "--propagation", "private", "sh", "-c", script},
                                {{"LOCKSTEP_TIMEOUT", "60"}}, std::chrono::seconds(120));
@@ -256,8 +263,8 @@ TEST(Rendezvous, TheStoreLeavingFirstDoesNotMakeItsHostMissing) {
   for (int rank = 0; rank < 2; ++rank) {
     std::vector<std::string> env;
     for (const auto& [name, value] : env_of_rank(rank)) env.push_back(name + "=" + value);
-    ranks.push_back(std::make_unique<ToolProcess>(worker("init-only"), env,
-                                                  [](const std::string& entry) { return !is_launcher_variable(entry); }));
+    ranks.push_back(std::make_unique<ToolProcess>(
+        worker("init-only"), env, [](const std::string& entry) { return !is_launcher_variable(entry); }));
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
   }
   for (auto& rank : ranks) {
@@ -278,14 +285,23 @@ TEST(BadConfig, EndsWithOneLineSayingWhatToFix) {
       {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 must be at least 1"},
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2 is out of range for WORLD_SIZE=2"},
       {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK='x' is not an integer"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+      {{{"RANK", "0"},
+        {"WORLD_SIZE", "2"},
+        {"OMPI_COMM_WORLD_RANK", "1"},
+        {"OMPI_COMM_WORLD_SIZE", "2"},
         {"MASTER_ADDR", "127.0.0.1"}},
        "conflicting settings: RANK=0 but OMPI_COMM_WORLD_RANK=1"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}}, "no way to meet the other ranks"},
-      {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.255.255.1"}, {"MASTER_PORT", port},
+      {{{"RANK", "1"},
+        {"WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "10.255.255.1"},
+        {"MASTER_PORT", port},
         {"LOCKSTEP_TIMEOUT", "2"}},
        "cannot reach the rendezvous store at MASTER_ADDR=10.255.255.1"},
-      {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "no-such-host.invalid"}, {"MASTER_PORT", port},
+      {{{"RANK", "1"},
+        {"WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "no-such-host.invalid"},
+        {"MASTER_PORT", port},
         {"LOCKSTEP_TIMEOUT", "2"}},
        "cannot reach the rendezvous store at MASTER_ADDR=no-such-host.invalid"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCKSTEP_INIT_FILE", "/proc/lockstep-store"}},
@@ -298,8 +314,9 @@ TEST(BadConfig, EndsWithOneLineSayingWhatToFix) {
   };
   if (!built_with_nccl()) {
     for (const std::string variable : {"LOCKSTEP_BACKEND", "LOCKSTEP_DEVICE_BACKEND"}) {
-      cases.push_back({{{variable, "nccl"}}, "the device backend nccl needs lockstep built against a libtorch with "
-                                             "CUDA and NCCL"});
+      cases.push_back({{{variable, "nccl"}},
+                       "the device backend nccl needs lockstep built against a libtorch with "
+                       "CUDA and NCCL"});
     }
   }
   for (const auto& c : cases) {
@@ -315,8 +332,8 @@ TEST(BadConfig, EndsWithOneLineSayingWhatToFix) {
 TEST(BadConfig, PortAlreadyTakenByAnotherStore) {
   const auto world = tcp_world(2, {{"LOCKSTEP_TIMEOUT", "3"}});
   // Two rank-0s on one port: whichever comes second cannot host the store.
-  const auto ranks = run_processes(2, worker("init-only"), [&](int) { return world(0); },
-                                   std::chrono::seconds(30));
+  const auto ranks = run_processes(
+      2, worker("init-only"), [&](int) { return world(0); }, std::chrono::seconds(30));
   const int failed = (ranks[0].exit_code != 0) + (ranks[1].exit_code != 0);
   EXPECT_EQ(failed, 2);
   const std::string all = ranks[0].output + ranks[1].output;

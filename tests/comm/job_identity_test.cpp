@@ -25,8 +25,7 @@ std::string claim_error(c10d::Store& store, const std::string& job) {
 
 TEST(JobIdentity, AStoreRefusesAnotherJobAndKeepsItsOwn) {
   // Port 0: a free one.
-  c10d::TCPStore store("127.0.0.1",
-                       tcp_store_options(0, /*is_server=*/true, std::chrono::seconds(30)));
+  c10d::TCPStore store("127.0.0.1", tcp_store_options(0, /*is_server=*/true, std::chrono::seconds(30)));
 
   EXPECT_EQ(claim_error(store, "4241"), "no error");
   EXPECT_EQ(claim_error(store, "4241"), "no error");  // every rank of the job claims it

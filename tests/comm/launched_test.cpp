@@ -12,18 +12,18 @@ TEST(Launched, EveryCollectiveUnderTheLauncherOverGloo) {
   const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "3", "--", COLLECTIVES_WORKER, "all"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
   for (int r = 0; r < 3; ++r) {
-    const std::string line = "[rank " + std::to_string(r) + "] rank " + std::to_string(r) +
-                             " of 3 (local " + std::to_string(r) + " of 3, gloo, shm): all collectives correct";
+    const std::string line = "[rank " + std::to_string(r) + "] rank " + std::to_string(r) + " of 3 (local " +
+                             std::to_string(r) + " of 3, gloo, shm): all collectives correct";
     EXPECT_NE(run.output.find(line), std::string::npos) << run.output;
   }
 }
 
 TEST(Launched, EveryCollectiveUnderTheLauncherOverMpi) {
-  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--backend", "mpi", "--",
-                                COLLECTIVES_WORKER, "all"}, mpirun_env());
+  const auto run =
+      run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--backend", "mpi", "--", COLLECTIVES_WORKER, "all"}, mpirun_env());
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("rank 1 of 2 (local 1 of 2, mpi, shm): all collectives correct"),
-            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("rank 1 of 2 (local 1 of 2, mpi, shm): all collectives correct"), std::string::npos)
+      << run.output;
 }
 
 TEST(Launched, PerceptronOnTwoWorkersPrintsADecreasingMse) {

@@ -21,8 +21,18 @@ using Clock = std::chrono::steady_clock;
 std::unique_ptr<ToolProcess> launch_on(const NetworkHosts& hosts, int host, const std::string& port,
                                        const std::string& workers, const std::string& scenario,
                                        std::vector<std::string> extra = {}) {
-  std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", workers, "--nnodes", "2", "--node-rank",
-                                      std::to_string(host), "--master-addr", hosts.address(0), "--master-port", port};
+  std::vector<std::string> command = {LOCKSTEP_TOOL,
+                                      "run",
+                                      "-n",
+                                      workers,
+                                      "--nnodes",
+                                      "2",
+                                      "--node-rank",
+                                      std::to_string(host),
+                                      "--master-addr",
+                                      hosts.address(0),
+                                      "--master-port",
+                                      port};
   command.insert(command.end(), extra.begin(), extra.end());
   command.insert(command.end(), {"--", COLLECTIVES_WORKER, scenario});
   return std::make_unique<ToolProcess>(hosts.on(host, command), std::vector<std::string>{"LOCKSTEP_TIMEOUT=60"});
@@ -42,7 +52,8 @@ TEST(NamespacedHosts, TwoHostsOfTwoWorkersGetExactCollectives) {
   }
   for (int r = 0; r < 4; ++r) {
     EXPECT_TRUE(contains(all, "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r % 2) +
-                                  " of 2, gloo, shm+gloo): all collectives correct")) << all;
+                                  " of 2, gloo, shm+gloo): all collectives correct"))
+        << all;
   }
 }
 
@@ -82,13 +93,16 @@ TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout
     // Ended by its workers' failure, before the heartbeat timeout fired (which says "stopped
     // answering"): what the path takes, not a wall-clock bound a loaded machine can break.
     EXPECT_FALSE(contains(survivor.stderr_text(), "stopped answering for")) << survivor.stderr_text();
-    EXPECT_EQ(survivor.exit_code(), 1) << "signal " << survivor.term_signal() << "\n" << survivor.stderr_text();  // its worker's status: no crash on the way out
+    EXPECT_EQ(survivor.exit_code(), 1) << "signal " << survivor.term_signal() << "\n"
+                                       << survivor.stderr_text();  // its worker's status: no crash on the way out
     if (lost == 0) {
-      EXPECT_TRUE(contains(survivor.stderr_text(), "lost the job's store on node 0 (" + hosts.address(0) +
-                                                       "): the job ends with it")) << survivor.stderr_text();
+      EXPECT_TRUE(contains(survivor.stderr_text(),
+                           "lost the job's store on node 0 (" + hosts.address(0) + "): the job ends with it"))
+          << survivor.stderr_text();
     } else {
       EXPECT_TRUE(contains(survivor.stderr_text(), "lockstep run: node 1 (on ")) << survivor.stderr_text();
-      EXPECT_TRUE(contains(survivor.stderr_text(), ") is lost: its launcher stopped answering")) << survivor.stderr_text();
+      EXPECT_TRUE(contains(survivor.stderr_text(), ") is lost: its launcher stopped answering"))
+          << survivor.stderr_text();
     }
   }
 }
@@ -110,7 +124,8 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       auto again = launch_on(hosts, 1, port, "2", "loop-then-all", extra);
       ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(120)))
-          << first->stderr_text() << first->stdout_text() << "node 1, started again:\n" << again->stderr_text();
+          << first->stderr_text() << first->stdout_text() << "node 1, started again:\n"
+          << again->stderr_text();
       ASSERT_TRUE(again->wait_for_exit(std::chrono::seconds(30))) << again->stderr_text();
       EXPECT_EQ(first->exit_code(), 0) << first->stdout_text() << first->stderr_text();
       EXPECT_EQ(again->exit_code(), 0) << again->stdout_text() << again->stderr_text();
@@ -118,7 +133,8 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
       const std::string all = first->stdout_text() + again->stdout_text();
       for (int r = 0; r < 4; ++r) {
         EXPECT_TRUE(contains(all, "rank " + std::to_string(r) + " of 4 (local " + std::to_string(r % 2) +
-                                      " of 2, gloo, shm+gloo): all collectives correct")) << all;
+                                      " of 2, gloo, shm+gloo): all collectives correct"))
+            << all;
       }
     } else {
       ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text() << first->stdout_text();
@@ -145,7 +161,8 @@ TEST(NamespacedHosts, AHostCutOffIsNamedWithinTheHeartbeatTimeout) {
   EXPECT_LT(Clock::now() - cut, std::chrono::seconds(3 + 10)) << first->stderr_text();
   EXPECT_NE(first->exit_code(), 0);
   EXPECT_TRUE(contains(first->stderr_text(), "node 1 (on ")) << first->stderr_text();
-  EXPECT_TRUE(contains(first->stderr_text(), ") stopped answering for 3 s: its launcher is gone or cut off from node 0"))
+  EXPECT_TRUE(
+      contains(first->stderr_text(), ") stopped answering for 3 s: its launcher is gone or cut off from node 0"))
       << first->stderr_text();
 }
 
@@ -162,9 +179,11 @@ TEST(NamespacedHosts, MismatchedWorkerCountsFailWithinTenSecondsNamingBoth) {
     EXPECT_EQ(node->stdout_text(), "");  // no worker started
   }
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(10));
-  EXPECT_TRUE(contains(first->stderr_text(), "this launcher, node 0, has -n 2 but node 1 (on ")) << first->stderr_text();
+  EXPECT_TRUE(contains(first->stderr_text(), "this launcher, node 0, has -n 2 but node 1 (on "))
+      << first->stderr_text();
   EXPECT_TRUE(contains(first->stderr_text(), ") has -n 3; every node needs the same -n")) << first->stderr_text();
-  EXPECT_TRUE(contains(second->stderr_text(), "this launcher, node 1, has -n 3 but node 0 (on ")) << second->stderr_text();
+  EXPECT_TRUE(contains(second->stderr_text(), "this launcher, node 1, has -n 3 but node 0 (on "))
+      << second->stderr_text();
   EXPECT_TRUE(contains(second->stderr_text(), ") has -n 2; every node needs the same -n")) << second->stderr_text();
 }
 

@@ -111,11 +111,10 @@ TEST(Replicas, TheReplicasGroupIsTheDefaultOnTheirThreads) {
   std::mutex mutex;
   std::vector<std::string> seen;
   run_replicas(3, [&](ProcessGroup group) {
-    const std::string line = std::to_string(rank()) + "/" + std::to_string(world_size()) + " local " +
-                             std::to_string(local_rank()) + "/" + std::to_string(local_world_size()) + " " +
-                             to_string(backend()) + " " + ProcessGroup().transport() + " " +
-                             (is_initialized() ? "initialized" : "not") + " " +
-                             (group.rank() == rank() ? "same" : "different");
+    const std::string line =
+        std::to_string(rank()) + "/" + std::to_string(world_size()) + " local " + std::to_string(local_rank()) + "/" +
+        std::to_string(local_world_size()) + " " + to_string(backend()) + " " + ProcessGroup().transport() + " " +
+        (is_initialized() ? "initialized" : "not") + " " + (group.rank() == rank() ? "same" : "different");
     std::lock_guard<std::mutex> lock(mutex);
     seen.push_back(line);
   });
@@ -180,7 +179,8 @@ TEST(Replicas, EachGroupCountsTheCollectivesCalledOnIt) {
         pair.collectives_called();
         wrong[r] += "no error outside the group; ";
       } catch (const Error& e) {
-        if (std::string(e.what()).find("is not a member of the group of ranks") == std::string::npos) wrong[r] += e.what();
+        if (std::string(e.what()).find("is not a member of the group of ranks") == std::string::npos)
+          wrong[r] += e.what();
       }
     }
   });
@@ -249,11 +249,14 @@ TEST(Replicas, OneThatReturnsEarlyIsNamedByTheOthers) {
 TEST(Replicas, AHangingReplicaTimesOut) {
   const auto start = std::chrono::steady_clock::now();
   const std::string error = message_of([] {
-    run_replicas(2, [](ProcessGroup group) {
-      if (group.rank() == 1) std::this_thread::sleep_for(1500ms);
-      Tensor t = torch::ones({4});
-      all_reduce(t);
-    }, ReplicaOptions().timeout(500ms));
+    run_replicas(
+        2,
+        [](ProcessGroup group) {
+          if (group.rank() == 1) std::this_thread::sleep_for(1500ms);
+          Tensor t = torch::ones({4});
+          all_reduce(t);
+        },
+        ReplicaOptions().timeout(500ms));
   });
   EXPECT_TRUE(contains(error, "replica 0 failed: ")) << error;
   EXPECT_TRUE(contains(error, "timed out")) << error;
@@ -272,10 +275,13 @@ TEST(Replicas, StartWithTheCallersGradModeAndAShareOfItsThreads) {
   }
   EXPECT_EQ(grad, (std::vector<int>{0, 0}));
   EXPECT_EQ(threads, (std::vector<int>(2, std::max(1, caller_threads / 2))));
-  run_replicas(2, [&](ProcessGroup group) {
-    grad[group.rank()] = torch::GradMode::is_enabled();
-    threads[group.rank()] = at::get_num_threads();
-  }, ReplicaOptions().threads(3));
+  run_replicas(
+      2,
+      [&](ProcessGroup group) {
+        grad[group.rank()] = torch::GradMode::is_enabled();
+        threads[group.rank()] = at::get_num_threads();
+      },
+      ReplicaOptions().threads(3));
   EXPECT_EQ(grad, (std::vector<int>{1, 1}));
   EXPECT_EQ(threads, (std::vector<int>{3, 3}));
   EXPECT_EQ(at::get_num_threads(), caller_threads);
@@ -321,14 +327,17 @@ TEST(Replicas, BadArgumentsAreRefused) {
 // Each replica thread's CPUs, by rank, with `options`.
 std::vector<std::vector<int>> replica_cpus(const ReplicaOptions& options) {
   std::vector<std::vector<int>> cpus(2);
-  run_replicas(2, [&](ProcessGroup group) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    pthread_getaffinity_np(pthread_self(), sizeof set, &set);
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) cpus[group.rank()].push_back(cpu);
-    }
-  }, options);
+  run_replicas(
+      2,
+      [&](ProcessGroup group) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        pthread_getaffinity_np(pthread_self(), sizeof set, &set);
+        for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+          if (CPU_ISSET(cpu, &set)) cpus[group.rank()].push_back(cpu);
+        }
+      },
+      options);
   return cpus;
 }
 

@@ -113,7 +113,8 @@ void check_dtype(const ProcessGroup& group, at::ScalarType dtype, int64_t numel,
 
   at::Tensor summed = mine.clone();
   all_reduce(summed, ReduceOp::Sum, group);
-  checks.expect(summed.narrow(0, 1, block - 1).isinf().all().item<bool>(), "all_reduce(Sum, " + of + ") did not overflow");
+  checks.expect(summed.narrow(0, 1, block - 1).isinf().all().item<bool>(),
+                "all_reduce(Sum, " + of + ") did not overflow");
 }
 
 }  // namespace

@@ -28,10 +28,17 @@ std::string error_of(Call call) {
 
 // Rank 3 of `srun -N 2 --ntasks-per-node 2` in job 1234, as srun sets it.
 std::map<std::string, std::string> second_task_of_second_node() {
-  return {{"SLURM_JOB_ID", "1234"},      {"SLURM_STEP_ID", "0"},        {"SLURM_STEP_NODELIST", "n[1-2]"},
-          {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}, {"SLURM_TASKS_PER_NODE", "2(x2)"},
-          {"SLURM_NODEID", "1"},          {"SLURM_LOCALID", "1"},        {"SLURM_PROCID", "3"},
-          {"SLURM_NTASKS", "4"},          {"SLURM_STEP_NUM_TASKS", "4"}};
+  return {{"SLURM_JOB_ID", "1234"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEP_NODELIST", "n[1-2]"},
+          {"SLURM_JOB_NODELIST", "n[1-2]"},
+          {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+          {"SLURM_TASKS_PER_NODE", "2(x2)"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_LOCALID", "1"},
+          {"SLURM_PROCID", "3"},
+          {"SLURM_NTASKS", "4"},
+          {"SLURM_STEP_NUM_TASKS", "4"}};
 }
 
 TEST(SlurmNodeList, ExpandsAsSlurmWritesIt) {
@@ -146,7 +153,9 @@ TEST(SlurmStep, AFirstNodeThatDoesNotResolveIsNamed) {
   env["SLURM_STEP_NODELIST"] = "lockstep-no-such-node[1-2]";
   const std::string message = error_of([&] { discover_world(InitOptions(), env_of(env)); });
   EXPECT_EQ(message.rfind("lockstep: SLURM_STEP_NODELIST='lockstep-no-such-node[1-2]': its first node "
-                          "'lockstep-no-such-node1', where rank 0 hosts the store, does not resolve (", 0), 0u)
+                          "'lockstep-no-such-node1', where rank 0 hosts the store, does not resolve (",
+                          0),
+            0u)
       << message;
   EXPECT_NE(message.find("); set MASTER_ADDR to its address"), std::string::npos) << message;
 }

@@ -37,7 +37,9 @@ class RefusesFirstAllReduce : public HostTransport {
     gloo_->all_reduce(tensor, op, tag);
   }
   void broadcast(at::Tensor& tensor, int root, uint32_t tag) override { gloo_->broadcast(tensor, root, tag); }
-  void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override { gloo_->reduce(tensor, root, op, tag); }
+  void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override {
+    gloo_->reduce(tensor, root, op, tag);
+  }
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override {
     gloo_->all_gather(input, output, tag);
   }
@@ -88,8 +90,7 @@ TEST(Threads, AsyncWorkCompletesInCallOrder) {
     bool ok = last.equal(torch::full({3}, 3.0));
     for (int k = 0; k < 50; ++k) {
       works[k].wait();
-      ok = ok && works[k].is_completed() &&
-           tensors[k].equal(torch::full({1000}, 300.0 + 3 * k, torch::kDouble));
+      ok = ok && works[k].is_completed() && tensors[k].equal(torch::full({1000}, 300.0 + 3 * k, torch::kDouble));
     }
     return ok;
   });
@@ -97,17 +98,20 @@ TEST(Threads, AsyncWorkCompletesInCallOrder) {
 }
 
 TEST(Threads, DebugModeMismatchLeavesTheGroupUsable) {
-  const auto results = on_threads(2, [](Communicator& comm) {
-    std::string message;
-    try {
-      comm.all_reduce({torch::ones({comm.rank() + 2})}, ReduceOp::Sum, true);
-    } catch (const MismatchError& e) {
-      message = e.what();
-    }
-    torch::Tensor t = torch::ones({2});
-    comm.all_reduce({t}, ReduceOp::Sum, true);
-    return message + (t.equal(torch::full({2}, 2.0)) ? "|usable" : "|broken");
-  }, milliseconds(5000), /*debug=*/true);
+  const auto results = on_threads(
+      2,
+      [](Communicator& comm) {
+        std::string message;
+        try {
+          comm.all_reduce({torch::ones({comm.rank() + 2})}, ReduceOp::Sum, true);
+        } catch (const MismatchError& e) {
+          message = e.what();
+        }
+        torch::Tensor t = torch::ones({2});
+        comm.all_reduce({t}, ReduceOp::Sum, true);
+        return message + (t.equal(torch::full({2}, 2.0)) ? "|usable" : "|broken");
+      },
+      milliseconds(5000), /*debug=*/true);
   for (const auto& m : results) {
     EXPECT_NE(m.find("rank 0: all_reduce #0 (float32[2], Sum)"), std::string::npos) << m;
     EXPECT_NE(m.find("rank 1: all_reduce #0 (float32[3], Sum)"), std::string::npos) << m;
@@ -116,21 +120,26 @@ TEST(Threads, DebugModeMismatchLeavesTheGroupUsable) {
 }
 
 TEST(Threads, AfterATimeoutTheGroupSaysItIsUnusable) {
-  const auto results = on_threads(2, [](Communicator& comm) {
-    std::string first, second;
-    try {
-      if (comm.rank() == 0) comm.all_reduce({torch::ones({2})}, ReduceOp::Sum, true);
-      else comm.broadcast({torch::ones({2})}, 0, true);
-    } catch (const Error& e) {
-      first = e.what();
-    }
-    try {
-      comm.barrier(true);
-    } catch (const Error& e) {
-      second = e.what();
-    }
-    return first + "\n" + second;
-  }, milliseconds(1000));
+  const auto results = on_threads(
+      2,
+      [](Communicator& comm) {
+        std::string first, second;
+        try {
+          if (comm.rank() == 0)
+            comm.all_reduce({torch::ones({2})}, ReduceOp::Sum, true);
+          else
+            comm.broadcast({torch::ones({2})}, 0, true);
+        } catch (const Error& e) {
+          first = e.what();
+        }
+        try {
+          comm.barrier(true);
+        } catch (const Error& e) {
+          second = e.what();
+        }
+        return first + "\n" + second;
+      },
+      milliseconds(1000));
   EXPECT_NE(results[0].find("rank 1: failed in broadcast #0 (float32[2], root 0)"), std::string::npos) << results[0];
   EXPECT_NE(results[1].find("rank 0: failed in all_reduce #0 (float32[2], Sum)"), std::string::npos) << results[1];
   for (const auto& m : results) {
@@ -174,8 +183,9 @@ TEST(Threads, BadTensorsAreRejectedBeforeAnythingIsSent) {
     return messages;
   });
   const auto& m = results[0];
-  EXPECT_EQ(m[0], "lockstep::all_reduce: the tensor of shape [4, 3] with strides [1, 4] is not "
-                  "contiguous; pass tensor.contiguous()");
+  EXPECT_EQ(m[0],
+            "lockstep::all_reduce: the tensor of shape [4, 3] with strides [1, 4] is not "
+            "contiguous; pass tensor.contiguous()");
   EXPECT_NE(m[1].find("dtype ComplexFloat is not supported"), std::string::npos) << m[1];
   EXPECT_EQ(m[2], "lockstep::all_reduce: the tensor is undefined");
   EXPECT_EQ(m[3], "lockstep::broadcast: root 5 is not a rank; ranks are 0..0");
@@ -224,11 +234,13 @@ TEST(Threads, FailureReportsNameEachRanksCallAndSayTheyDiffer) {
     });
   }
   for (auto& t : ranks) t.join();
-  EXPECT_EQ(messages[0], "lockstep: rank 4: all_reduce #3 (float32[2], Sum) failed after 2.0 s: did not finish on the "
-                         "device within 1 s\n  rank 7: failed in broadcast #3 (float32[2], root 0)\nranks called "
-                         "different collectives; every rank must pass the same shapes, dtypes, ops and roots, in the "
-                         "same order");
-  EXPECT_NE(messages[1].find("lockstep: rank 7: broadcast #3 (float32[2], root 0) failed after 2.0 s"), std::string::npos)
+  EXPECT_EQ(messages[0],
+            "lockstep: rank 4: all_reduce #3 (float32[2], Sum) failed after 2.0 s: did not finish on the "
+            "device within 1 s\n  rank 7: failed in broadcast #3 (float32[2], root 0)\nranks called "
+            "different collectives; every rank must pass the same shapes, dtypes, ops and roots, in the "
+            "same order");
+  EXPECT_NE(messages[1].find("lockstep: rank 7: broadcast #3 (float32[2], root 0) failed after 2.0 s"),
+            std::string::npos)
       << messages[1];
   EXPECT_NE(messages[1].find("rank 4: failed in all_reduce #3 (float32[2], Sum)"), std::string::npos) << messages[1];
 }

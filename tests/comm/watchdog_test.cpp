@@ -61,8 +61,9 @@ void exit_with_seven_as_the_watchdog_ends_the_job() {
 }
 
 TEST(Watchdog, ThreadsItsAbortReleasesDoNotEndTheJobWithAStatusOfTheirOwn) {
-  EXPECT_EXIT(exit_with_seven_as_the_watchdog_ends_the_job(), ::testing::ExitedWithCode(1),
-              "rank 0: all_reduce #0 \\(float32\\[4\\], Sum\\) failed on the device: the device failed. Ending the job.");
+  EXPECT_EXIT(
+      exit_with_seven_as_the_watchdog_ends_the_job(), ::testing::ExitedWithCode(1),
+      "rank 0: all_reduce #0 \\(float32\\[4\\], Sum\\) failed on the device: the device failed. Ending the job.");
 }
 
 }  // namespace

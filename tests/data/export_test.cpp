@@ -33,8 +33,8 @@ void expect_close(const torch::Tensor& decoded, const torch::Tensor& original, c
 
 TEST(ExportImageNetLayout, RoundTripKeepsLabelsAndPixels) {
   TemporaryDirectory out;
-  const auto run = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--dataset", "fashion-mnist",
-                                "--out", out.path(), "--limit", "300"});
+  const auto run = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--dataset", "fashion-mnist", "--out",
+                                out.path(), "--limit", "300"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "wrote 300 train and 300 val images of fashion-mnist")) << run.output;
 
@@ -60,28 +60,29 @@ TEST(ExportImageNetLayout, RoundTripKeepsLabelsAndPixels) {
   }
 
   // And through a registry entry of type imagenet, as `lockstep train` would open it.
-  const auto registry = data::Registry::parse("[exported]\ntype = \"imagenet\"\nchannels = 1\npath = \"" + out.path() +
-                                                  "\"\nclasses = 10\n",
-                                              "t.toml", "");
+  const auto registry = data::Registry::parse(
+      "[exported]\ntype = \"imagenet\"\nchannels = 1\npath = \"" + out.path() + "\"\nclasses = 10\n", "t.toml", "");
   EXPECT_EQ(data::check_readable(registry.at("exported")), "");
   EXPECT_EQ(data::open_dataset(registry.at("exported"), "val")->size(), 300u);
 }
 
 TEST(ExportImageNetLayout, BadDestinationsAndNamesEndWithOneLine) {
-  const auto unwritable = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out",
-                                       "/proc/self/no-such-folder", "--limit", "1"});
+  const auto unwritable = run_process(
+      {LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", "/proc/self/no-such-folder", "--limit", "1"});
   EXPECT_EQ(unwritable.exit_code, 1) << unwritable.output;
-  EXPECT_TRUE(contains(unwritable.output, "lockstep data export-imagenet-layout: cannot create folders under "
-                                          "/proc/self/no-such-folder"))
+  EXPECT_TRUE(contains(unwritable.output,
+                       "lockstep data export-imagenet-layout: cannot create folders under "
+                       "/proc/self/no-such-folder"))
       << unwritable.output;
   EXPECT_EQ(count_lines(unwritable.output), 1u) << unwritable.output;
 
   TemporaryDirectory out;
-  const auto unknown = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--dataset", "cifar",
-                                    "--out", out.path()});
+  const auto unknown =
+      run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--dataset", "cifar", "--out", out.path()});
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
-  EXPECT_TRUE(contains(unknown.output, "no dataset 'cifar' in lockstep's built-in Data.toml (known: fashion-mnist, "
-                                       "imagenet)"))
+  EXPECT_TRUE(contains(unknown.output,
+                       "no dataset 'cifar' in lockstep's built-in Data.toml (known: fashion-mnist, "
+                       "imagenet)"))
       << unknown.output;
 }
 

@@ -22,21 +22,17 @@ using Seconds = std::chrono::duration<double>;
 // in `bad` throw DataError naming their file; every get() sleeps `delay`.
 class CountingDataset : public Dataset {
  public:
-  explicit CountingDataset(size_t size, std::set<size_t> bad = {},
-                           milliseconds delay = milliseconds(0))
+  explicit CountingDataset(size_t size, std::set<size_t> bad = {}, milliseconds delay = milliseconds(0))
       : size_(size), bad_(std::move(bad)), delay_(delay) {}
 
   size_t size() const override { return size_; }
   int64_t num_classes() const override { return static_cast<int64_t>(size_); }
-  std::string describe(size_t index) const override {
-    return "shard-" + std::to_string(index) + ".bin";
-  }
+  std::string describe(size_t index) const override { return "shard-" + std::to_string(index) + ".bin"; }
   Sample get(size_t index) const override {
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     if (bad_.count(index)) throw DataError(describe(index) + ": truncated record");
     const int64_t start = static_cast<int64_t>(index);
-    return {torch::arange(start, start + 16).remainder(256).to(torch::kByte).view({1, 4, 4}),
-            start};
+    return {torch::arange(start, start + 16).remainder(256).to(torch::kByte).view({1, 4, 4}), start};
   }
 
  private:
@@ -61,8 +57,7 @@ std::vector<Batch> take_all(PrefetchLoader& loader) {
 std::vector<int64_t> labels_of(const std::vector<Batch>& batches) {
   std::vector<int64_t> labels;
   for (const Batch& batch : batches) {
-    for (int64_t i = 0; i < batch.labels.size(0); ++i)
-      labels.push_back(batch.labels[i].item<int64_t>());
+    for (int64_t i = 0; i < batch.labels.size(0); ++i) labels.push_back(batch.labels[i].item<int64_t>());
   }
   return labels;
 }
@@ -97,9 +92,7 @@ TEST(Loader, OutputDoesNotDependOnThreads) {
   auto dataset = std::make_shared<CountingDataset>(41);
   std::vector<std::vector<Batch>> runs;
   for (int threads : {0, 1, 2, 4}) {
-    PrefetchLoader loader(
-        dataset,
-        options_for(threads, 4).transform(compose({random_crop(4, 1), horizontal_flip()})));
+    PrefetchLoader loader(dataset, options_for(threads, 4).transform(compose({random_crop(4, 1), horizontal_flip()})));
     std::vector<Batch> epochs = take_all(loader);
     loader.set_epoch(1);
     for (Batch& batch : take_all(loader)) epochs.push_back(std::move(batch));
@@ -108,10 +101,8 @@ TEST(Loader, OutputDoesNotDependOnThreads) {
   for (size_t run = 1; run < runs.size(); ++run) {
     ASSERT_EQ(runs[run].size(), runs[0].size());
     for (size_t b = 0; b < runs[0].size(); ++b) {
-      EXPECT_TRUE(torch::equal(runs[run][b].images, runs[0][b].images))
-          << "run " << run << " batch " << b;
-      EXPECT_TRUE(torch::equal(runs[run][b].labels, runs[0][b].labels))
-          << "run " << run << " batch " << b;
+      EXPECT_TRUE(torch::equal(runs[run][b].images, runs[0][b].images)) << "run " << run << " batch " << b;
+      EXPECT_TRUE(torch::equal(runs[run][b].labels, runs[0][b].labels)) << "run " << run << " batch " << b;
     }
   }
 }
@@ -145,17 +136,14 @@ TEST(Loader, ReadErrorIsRethrownAtItsBatch) {
   const std::vector<int64_t> order = sampler_labels(23, options_for(2), 0);
   const size_t bad = static_cast<size_t>(order[7]);  // in batch 2
   for (int threads : {0, 2}) {
-    PrefetchLoader loader(std::make_shared<CountingDataset>(23, std::set<size_t>{bad}),
-                          options_for(threads));
+    PrefetchLoader loader(std::make_shared<CountingDataset>(23, std::set<size_t>{bad}), options_for(threads));
     EXPECT_TRUE(loader.next().has_value());
     EXPECT_TRUE(loader.next().has_value());
     try {
       loader.next();
       ADD_FAILURE() << "expected a DataError for batch 2";
     } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find("shard-" + std::to_string(bad) + ".bin"),
-                std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("shard-" + std::to_string(bad) + ".bin"), std::string::npos) << e.what();
     }
     EXPECT_TRUE(loader.next().has_value()) << "the batch after the bad one still comes";
     EXPECT_FALSE(loader.next().has_value());
@@ -166,8 +154,7 @@ TEST(Loader, SkipBadSamplesLeavesThemOutAndCounts) {
   const std::vector<int64_t> order = sampler_labels(23, options_for(2), 0);
   const std::set<size_t> bad = {static_cast<size_t>(order[0]), static_cast<size_t>(order[4]),
                                 static_cast<size_t>(order[5])};
-  PrefetchLoader loader(std::make_shared<CountingDataset>(23, bad),
-                        options_for(2).skip_bad_samples(true));
+  PrefetchLoader loader(std::make_shared<CountingDataset>(23, bad), options_for(2).skip_bad_samples(true));
   const std::vector<Batch> batches = take_all(loader);
   ASSERT_EQ(batches.size(), 4u);
   EXPECT_EQ(loader.skipped(), 3);
@@ -184,8 +171,7 @@ TEST(Loader, WholeBadBatchThrows) {
   const std::vector<int64_t> order = sampler_labels(23, options_for(1), 0);
   std::set<size_t> bad;
   for (size_t i = 3; i < 6; ++i) bad.insert(static_cast<size_t>(order[i]));  // all of batch 1
-  PrefetchLoader loader(std::make_shared<CountingDataset>(23, bad),
-                        options_for(1).skip_bad_samples(true));
+  PrefetchLoader loader(std::make_shared<CountingDataset>(23, bad), options_for(1).skip_bad_samples(true));
   EXPECT_TRUE(loader.next().has_value());
   try {
     loader.next();

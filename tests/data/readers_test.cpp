@@ -327,17 +327,19 @@ TEST(ImageFolder, CorruptAndTruncatedFilesAreNamedWhenRead) {
 // A tiny ImageNet in Kaggle's layout: three synsets, four train and two val images.
 std::string tiny_imagenet(const std::string& eol = "\n") {
   const std::string root = fresh_directory();
-  write_text(root + "/LOC_synset_mapping.txt", "n01440764 tench, Tinca tinca" + eol + "n01443537 goldfish" + eol +
-                                                   "n01484850 great white shark" + eol);
-  write_text(root + "/LOC_train_solution.csv", "ImageId,PredictionString" + eol +
-                                                   "n01443537_1,n01443537 1 2 3 4 n01443537 5 6 7 8" + eol +
-                                                   "n01443537_2,n01443537 1 2 3 4" + eol + "n01484850_7,n01484850 9 9 9 9" +
-                                                   eol + "n01440764_3,n01440764 0 0 5 5" + eol);
-  write_text(root + "/LOC_val_solution.csv", "ImageId,PredictionString" + eol + "ILSVRC2012_val_00000001,n01484850 1 1 2 2" +
-                                                 eol + "ILSVRC2012_val_00000002,n01440764 3 3 4 4" + eol);
+  write_text(root + "/LOC_synset_mapping.txt",
+             "n01440764 tench, Tinca tinca" + eol + "n01443537 goldfish" + eol + "n01484850 great white shark" + eol);
+  write_text(root + "/LOC_train_solution.csv",
+             "ImageId,PredictionString" + eol + "n01443537_1,n01443537 1 2 3 4 n01443537 5 6 7 8" + eol +
+                 "n01443537_2,n01443537 1 2 3 4" + eol + "n01484850_7,n01484850 9 9 9 9" + eol +
+                 "n01440764_3,n01440764 0 0 5 5" + eol);
+  write_text(root + "/LOC_val_solution.csv", "ImageId,PredictionString" + eol +
+                                                 "ILSVRC2012_val_00000001,n01484850 1 1 2 2" + eol +
+                                                 "ILSVRC2012_val_00000002,n01440764 3 3 4 4" + eol);
   const std::string images = root + "/ILSVRC/Data/CLS-LOC/";
-  for (const char* file : {"train/n01443537/n01443537_1", "train/n01443537/n01443537_2", "train/n01484850/n01484850_7",
-                           "train/n01440764/n01440764_3", "val/ILSVRC2012_val_00000001", "val/ILSVRC2012_val_00000002"}) {
+  for (const char* file :
+       {"train/n01443537/n01443537_1", "train/n01443537/n01443537_2", "train/n01484850/n01484850_7",
+        "train/n01440764/n01440764_3", "val/ILSVRC2012_val_00000001", "val/ILSVRC2012_val_00000002"}) {
     fs::create_directories(fs::path(images + file).parent_path());
     write_bytes(images + file + ".JPEG", encode_jpeg(torch::full({3, 8, 8}, 90, torch::kUInt8)));
   }
@@ -402,13 +404,11 @@ TEST(ImageNetLayout, MalformedRowsAndMappingLinesNameFileAndLine) {
 TEST(ImageNetLayout, HeaderOnlyCsvHasNoExamples) {
   const std::string root = tiny_imagenet();
   write_text(root + "/LOC_train_solution.csv", "ImageId,PredictionString\r\n");
-  EXPECT_TRUE(mentions(data_error([&] { read_imagenet(root, "train"); }),
-                       root + "/LOC_train_solution.csv has no examples"));
+  EXPECT_TRUE(
+      mentions(data_error([&] { read_imagenet(root, "train"); }), root + "/LOC_train_solution.csv has no examples"));
 }
 
-TEST(ImageNetLayout, OtherSplitsAreAConfigError) {
-  EXPECT_THROW(read_imagenet(tiny_imagenet(), "test"), ConfigError);
-}
+TEST(ImageNetLayout, OtherSplitsAreAConfigError) { EXPECT_THROW(read_imagenet(tiny_imagenet(), "test"), ConfigError); }
 
 TEST(TensorsFile, SaveLoadRoundTrip) {
   const torch::Tensor images = torch::randint(0, 256, {5, 1, 4, 4}, torch::kUInt8);

@@ -76,7 +76,8 @@ splits = { train = "train" }
 TEST(Registry, BadEntriesNameTheFileAndLine) {
   EXPECT_TRUE(contains(config_error_of("[a]\npath = \"/x\"\n\n[b]\ntype = \"parquet\"\npath = \"/y\"\n"),
                        "my/Data.toml:1: dataset 'a' has no type"));
-  const auto unknown = config_error_of("[a]\ntype = \"fashion-mnist\"\npath = \"/x\"\n\n[b]\ntype = \"parquet\"\npath = \"/y\"\n");
+  const auto unknown =
+      config_error_of("[a]\ntype = \"fashion-mnist\"\npath = \"/x\"\n\n[b]\ntype = \"parquet\"\npath = \"/y\"\n");
   EXPECT_TRUE(contains(unknown, "my/Data.toml:6: dataset 'b' has unknown type 'parquet'")) << unknown;
   EXPECT_TRUE(contains(unknown, "known: fashion-mnist, imagenet, image-folder, tensors")) << unknown;
   EXPECT_TRUE(contains(config_error_of("[a]\ntype = \"tensors\"\n"), "dataset 'a' has no path"));
@@ -128,8 +129,8 @@ TEST(Registry, OpensTensorsFilesAndChecksTheDeclaredClasses) {
   const std::string problem = data::check_readable(registry.at("small"));
   EXPECT_TRUE(contains(problem, "missing.pt")) << problem;
 
-  const Registry fewer = Registry::parse("[small]\ntype = \"tensors\"\npath = \"" + dir.path() + "\"\nclasses = 2\n",
-                                         "t.toml", "");
+  const Registry fewer =
+      Registry::parse("[small]\ntype = \"tensors\"\npath = \"" + dir.path() + "\"\nclasses = 2\n", "t.toml", "");
   try {
     data::open_dataset(fewer.at("small"), "train");
     FAIL() << "no error";
@@ -140,18 +141,20 @@ TEST(Registry, OpensTensorsFilesAndChecksTheDeclaredClasses) {
 
 TEST(DatasetsCommand, ListsEveryEntryAndWhetherItIsReadable) {
   TemporaryDirectory dir;
-  const std::string registry = write_file(dir.path() + "/Data.toml",
-                                          "[fashion]\ntype = \"fashion-mnist\"\npath = \"" FASHION_MNIST_DIR "\"\n\n"
-                                          "[gone]\ntype = \"image-folder\"\npath = \"no-such-folder\"\n");
+  const std::string registry =
+      write_file(dir.path() + "/Data.toml", "[fashion]\ntype = \"fashion-mnist\"\npath = \"" FASHION_MNIST_DIR
+                                            "\"\n\n"
+                                            "[gone]\ntype = \"image-folder\"\npath = \"no-such-folder\"\n");
   const auto run = run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", registry});
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "fashion  fashion-mnist  " FASHION_MNIST_DIR "  splits test,train  readable"))
       << run.output;
-  EXPECT_TRUE(contains(run.output, "gone  image-folder  " + dir.path() + "/no-such-folder  splits train  NOT READABLE: "))
+  EXPECT_TRUE(
+      contains(run.output, "gone  image-folder  " + dir.path() + "/no-such-folder  splits train  NOT READABLE: "))
       << run.output;
 
-  const auto overridden = run_process(
-      {LOCKSTEP_TOOL, "datasets", "--data-toml", registry, "--data-path", "gone=" FASHION_MNIST_DIR});
+  const auto overridden =
+      run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", registry, "--data-path", "gone=" FASHION_MNIST_DIR});
   EXPECT_TRUE(contains(overridden.output, "gone  image-folder  " FASHION_MNIST_DIR "  splits train  NOT READABLE"))
       << overridden.output;
 
@@ -159,7 +162,8 @@ TEST(DatasetsCommand, ListsEveryEntryAndWhetherItIsReadable) {
   EXPECT_TRUE(contains(from_environment.output, "datasets in " + registry)) << from_environment.output;
 
   const auto built_in = run_process({LOCKSTEP_TOOL, "datasets"});
-  EXPECT_TRUE(contains(built_in.output, "fashion-mnist  fashion-mnist  " FASHION_MNIST_DIR "  splits test,train  readable"))
+  EXPECT_TRUE(
+      contains(built_in.output, "fashion-mnist  fashion-mnist  " FASHION_MNIST_DIR "  splits test,train  readable"))
       << built_in.output;
 }
 
@@ -168,8 +172,9 @@ TEST(DatasetsCommand, AnUnknownTypeEndsWithOneLineNamingFileAndLine) {
   const std::string registry = write_file(dir.path() + "/Data.toml", "[x]\ntype = \"hdf5\"\npath = \"/x\"\n");
   const auto run = run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", registry});
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_EQ(run.output, "lockstep datasets: " + registry + ":2: dataset 'x' has unknown type 'hdf5' "
-                        "(known: fashion-mnist, imagenet, image-folder, tensors, shards)\n");
+  EXPECT_EQ(run.output, "lockstep datasets: " + registry +
+                            ":2: dataset 'x' has unknown type 'hdf5' "
+                            "(known: fashion-mnist, imagenet, image-folder, tensors, shards)\n");
 }
 
 }  // namespace

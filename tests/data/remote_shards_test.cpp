@@ -22,12 +22,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-
 // 600 test examples of Fashion-MNIST in 4 shards, under `folder`/shards.
 struct PackedSplit {
   PackedSplit() {
     original = data::first_examples(data::read_fashion_mnist(FASHION_MNIST_DIR, "t10k"), 600);
-    data::pack_shards(*original, "test", folder.path() + "/shards", data::PackOptions().shard_bytes(400 * 1024).class_names(data::fashion_mnist_classes()));
+    data::pack_shards(*original, "test", folder.path() + "/shards",
+                      data::PackOptions().shard_bytes(400 * 1024).class_names(data::fashion_mnist_classes()));
   }
   TemporaryDirectory folder;
   std::shared_ptr<data::Dataset> original;
@@ -50,15 +50,18 @@ TEST(RemoteShards, FromNginxOverHttpAndHttpsTheSamplesAreThoseOnDisk) {
   ASSERT_TRUE(http.available()) << http.why_not();
   ASSERT_TRUE(https.available()) << https.why_not();
   expect_same_examples(data::ShardDataset(http.url() + "/shards/", "test"), *split.original);
-  expect_same_examples(data::ShardDataset(https.url() + "/shards", "test", data::ShardOptions().ca_file(https.certificate())),
-                       *split.original);
+  expect_same_examples(
+      data::ShardDataset(https.url() + "/shards", "test", data::ShardOptions().ca_file(https.certificate())),
+      *split.original);
   // Shards named by a brace pattern, without the index.
-  expect_same_examples(data::ShardDataset(http.url() + "/shards", "test-{000000..000003}.tar", data::ShardOptions().classes(10)),
-                       *split.original);
+  expect_same_examples(
+      data::ShardDataset(http.url() + "/shards", "test-{000000..000003}.tar", data::ShardOptions().classes(10)),
+      *split.original);
   // Through a registry entry, as `lockstep train` opens it.
-  const auto registry = data::Registry::parse("[remote]\ntype = \"shards\"\npath = \"" + https.url() + "/shards\"\nca_file = \"" +
-                                                  https.certificate() + "\"\nsplits = { test = \"test\" }\n",
-                                              "t.toml", "");
+  const auto registry =
+      data::Registry::parse("[remote]\ntype = \"shards\"\npath = \"" + https.url() + "/shards\"\nca_file = \"" +
+                                https.certificate() + "\"\nsplits = { test = \"test\" }\n",
+                            "t.toml", "");
   EXPECT_EQ(data::check_readable(registry.at("remote")), "");
   EXPECT_EQ(data::class_names(registry.at("remote")), data::fashion_mnist_classes());
 }
@@ -71,7 +74,8 @@ TEST(RemoteShards, AnUntrustedCertificateIsRefusedInOneLine) {
   const std::string message = data_error([&] { data::ShardDataset(https.url() + "/shards", "test"); });
   EXPECT_TRUE(contains(message, "cannot read " + https.url() + "/shards/test.index.json: ")) << message;
   EXPECT_TRUE(contains(message, "certificate")) << message;
-  EXPECT_TRUE(contains(message, "trust the server's certificate authority with ca_file in the registry entry")) << message;
+  EXPECT_TRUE(contains(message, "trust the server's certificate authority with ca_file in the registry entry"))
+      << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(5)) << "not retried";
 }
@@ -101,7 +105,8 @@ TEST(RemoteShards, ResetsMidBodyAnd503sAndStallsAreRetriedToTheSameSamples) {
     const int spoiled = fault == Fault::kStall ? 1 : 3;
     FaultProxy proxy(http.port(), fault, spoiled);
     const auto started = Clock::now();
-    expect_same_examples(data::ShardDataset(proxy.url() + "/shards", "test", data::ShardOptions().timeout(2)), *split.original);
+    expect_same_examples(data::ShardDataset(proxy.url() + "/shards", "test", data::ShardOptions().timeout(2)),
+                         *split.original);
     EXPECT_GT(proxy.requests(), spoiled + 4);  // the spoiled ones, the index and every shard
     EXPECT_LT(Clock::now() - started, std::chrono::seconds(20));
   }
@@ -138,7 +143,8 @@ TEST(RemoteShards, ACachedSecondPassReadsNothingFromTheNetwork) {
 
   // A limit of one shard's bytes keeps only the most recent copy.
   TemporaryDirectory small;
-  const data::ShardDataset limited(counting.url() + "/shards", "test", data::ShardOptions(options).cache(small.path()).cache_bytes(500 * 1024));
+  const data::ShardDataset limited(counting.url() + "/shards", "test",
+                                   data::ShardOptions(options).cache(small.path()).cache_bytes(500 * 1024));
   for (size_t i = 0; i < limited.size(); ++i) limited.get(i);
   size_t kept = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(small.path())) {
@@ -163,8 +169,10 @@ TEST(RemoteShards, WhenRetriesRunOutTheUrlAndStatusAreNamedWithinTheBudget) {
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(5));
 
   FaultProxy stalled(http.port(), Fault::kStall, 1000000);
-  const std::string stall = data_error([&] { data::ShardDataset(stalled.url() + "/shards", "test", data::ShardOptions().timeout(0.5)); });
-  EXPECT_TRUE(contains(stall, "cannot read " + stalled.url() + "/shards/test.index.json: Timeout was reached")) << stall;
+  const std::string stall =
+      data_error([&] { data::ShardDataset(stalled.url() + "/shards", "test", data::ShardOptions().timeout(0.5)); });
+  EXPECT_TRUE(contains(stall, "cannot read " + stalled.url() + "/shards/test.index.json: Timeout was reached"))
+      << stall;
 }
 
 }  // namespace

@@ -59,8 +59,8 @@ TEST(Sampler, PaddedEpochCoversDatasetWithSameBatchesOnEveryRank) {
   for (size_t size : kSizes) {
     for (int world = 1; world <= 4; ++world) {
       for (size_t batch : kBatchSizes) {
-        SCOPED_TRACE("size " + std::to_string(size) + " world " + std::to_string(world) +
-                     " batch " + std::to_string(batch));
+        SCOPED_TRACE("size " + std::to_string(size) + " world " + std::to_string(world) + " batch " +
+                     std::to_string(batch));
         const std::vector<size_t> order = epoch_order(size, 0, 2);
         const size_t per_rank = (size + world - 1) / world;
         std::map<size_t, int> seen;
@@ -94,7 +94,8 @@ TEST(Sampler, UnevenSplitForEvaluationTakesEachSampleOnce) {
     for (int world = 1; world <= 4; ++world) {
       std::multiset<size_t> seen;
       for (int rank = 0; rank < world; ++rank) {
-        DistributedSampler sampler(size, SamplerOptions().rank(rank).world_size(world).batch_size(3).shuffle(false).even(false));
+        DistributedSampler sampler(
+            size, SamplerOptions().rank(rank).world_size(world).batch_size(3).shuffle(false).even(false));
         seen.insert(sampler.indices().begin(), sampler.indices().end());
         EXPECT_EQ(sampler.samples_per_rank(), size / world + (static_cast<size_t>(rank) < size % world ? 1 : 0));
       }
@@ -118,12 +119,11 @@ TEST(Sampler, DropLastGivesFullDisjointBatches) {
   for (size_t size : kSizes) {
     for (int world = 1; world <= 4; ++world) {
       for (size_t batch : kBatchSizes) {
-        SCOPED_TRACE("size " + std::to_string(size) + " world " + std::to_string(world) +
-                     " batch " + std::to_string(batch));
+        SCOPED_TRACE("size " + std::to_string(size) + " world " + std::to_string(world) + " batch " +
+                     std::to_string(batch));
         const size_t batches_expected = size / world / batch;
         if (batches_expected == 0) {
-          expect_config_error([&] { DistributedSampler(size, options_for(0, world, batch, true)); },
-                              "too small");
+          expect_config_error([&] { DistributedSampler(size, options_for(0, world, batch, true)); }, "too small");
           continue;
         }
         std::map<size_t, int> seen;
@@ -225,8 +225,7 @@ TEST(Sampler, BadOptionsNameTheValue) {
   expect_config_error([] { DistributedSampler(10, options_for(-2, 4, 4)); }, "rank -2");
   expect_config_error([] { DistributedSampler(10, options_for(0, 1, 0)); }, "batch_size 0");
   expect_config_error([] { DistributedSampler(0, options_for(0, 1, 4)); }, "dataset_size 0");
-  expect_config_error([] { DistributedSampler(10, options_for(0, 4, 3, true)); },
-                      "world_size 4 x batch_size 3");
+  expect_config_error([] { DistributedSampler(10, options_for(0, 4, 3, true)); }, "world_size 4 x batch_size 3");
   DistributedSampler sampler(10, options_for(0, 1, 4));
   expect_config_error([&] { sampler.next(5); }, "batch_size 5");
   expect_config_error([&] { sampler.reset(0); }, "dataset_size 0");

@@ -33,7 +33,13 @@ size_t shard_of(const std::vector<size_t>& sizes, size_t index) {
 }
 
 SamplerOptions sharded(const std::vector<size_t>& sizes, int rank, int world, bool drop_last = false) {
-  return SamplerOptions().rank(rank).world_size(world).batch_size(8).drop_last(drop_last).shard_sizes(sizes).shuffle_window(16);
+  return SamplerOptions()
+      .rank(rank)
+      .world_size(world)
+      .batch_size(8)
+      .drop_last(drop_last)
+      .shard_sizes(sizes)
+      .shuffle_window(16);
 }
 
 TEST(ShardedSampler, EveryRankGetsTheSameNumberOfBatchesFor1And3And7ShardsOn2And3Ranks) {

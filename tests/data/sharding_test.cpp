@@ -31,7 +31,8 @@ TEST(Sharding, RanksTogetherReadTheWholeSplitInEqualBatchCounts) {
     const auto at = ranks[0].output.find("labels read ");
     ASSERT_NE(at, std::string::npos) << ranks[0].output;
     long long got = 0, expected = 0;
-    ASSERT_EQ(std::sscanf(ranks[0].output.c_str() + at, "labels read %lld of the sampled indices %lld", &got, &expected), 2);
+    ASSERT_EQ(
+        std::sscanf(ranks[0].output.c_str() + at, "labels read %lld of the sampled indices %lld", &got, &expected), 2);
     EXPECT_EQ(got, expected);
   }
 }

@@ -39,7 +39,6 @@ void write_bytes(const std::string& path, const Bytes& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-
 void expect_same_examples(const data::Dataset& read, const data::Dataset& original, const std::string& what) {
   ASSERT_EQ(read.size(), original.size()) << what;
   ASSERT_EQ(read.num_classes(), original.num_classes()) << what;
@@ -57,8 +56,8 @@ data::Registry shards_registry(const std::string& folder, const std::string& ext
 
 TEST(ShardPack, FashionMnistReadsBackBitForBitAsTheIdxReader) {
   TemporaryDirectory out;
-  const auto run = run_process({LOCKSTEP_TOOL, "data", "pack", "--dataset", "fashion-mnist", "--out", out.path(),
-                                "--shard-size", "16MB"});
+  const auto run = run_process(
+      {LOCKSTEP_TOOL, "data", "pack", "--dataset", "fashion-mnist", "--out", out.path(), "--shard-size", "16MB"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "packed 60000 train examples of fashion-mnist into 10 shard(s)")) << run.output;
   EXPECT_TRUE(contains(run.output, "packed 10000 test examples of fashion-mnist into 2 shard(s)")) << run.output;
@@ -84,7 +83,8 @@ TEST(ShardPack, FashionMnistReadsBackBitForBitAsTheIdxReader) {
 
 TEST(ShardPack, JpegFilesAreKeptByteForByte) {
   TemporaryDirectory exported, out;
-  const auto run = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", exported.path(), "--limit", "40"});
+  const auto run =
+      run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", exported.path(), "--limit", "40"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto images = data::read_imagenet(exported.path(), "val", /*channels=*/1);
   const auto summary = data::pack_shards(*images, "val", out.path(), data::PackOptions().shard_bytes(20000));
@@ -105,7 +105,8 @@ TEST(ShardDataset, ASecondEpochThatFitsInMemoryReadsNoShard) {
   const auto summary = data::pack_shards(*images, "test", out.path(), data::PackOptions().shard_bytes(1 << 20));
   ASSERT_EQ(summary.shards, 8u);
   const auto packed = std::make_shared<data::ShardDataset>(out.path(), "test");
-  data::PrefetchLoader loader(packed, data::LoaderOptions().sampler(data::SamplerOptions().rank(0).world_size(1).batch_size(100)));
+  data::PrefetchLoader loader(
+      packed, data::LoaderOptions().sampler(data::SamplerOptions().rank(0).world_size(1).batch_size(100)));
   for (int epoch = 0; epoch < 2; ++epoch) {
     loader.set_epoch(epoch);
     size_t seen = 0;
@@ -117,8 +118,9 @@ TEST(ShardDataset, ASecondEpochThatFitsInMemoryReadsNoShard) {
   // the sampler walks them.
   const auto tight =
       std::make_shared<data::ShardDataset>(out.path(), "test", data::ShardOptions().memory_bytes(2 << 20));
-  data::PrefetchLoader walker(tight, data::LoaderOptions().threads(0).sampler(
-                                         data::SamplerOptions().rank(0).world_size(1).batch_size(100).shuffle_window(64)));
+  data::PrefetchLoader walker(tight,
+                              data::LoaderOptions().threads(0).sampler(
+                                  data::SamplerOptions().rank(0).world_size(1).batch_size(100).shuffle_window(64)));
   while (walker.next()) {
   }
   EXPECT_EQ(tight->shard_reads(), 8);
@@ -139,14 +141,16 @@ TEST(ShardDataset, AShardCutShortOrChangedIsNamed) {
   const data::ShardDataset cut(out.path(), "test");
   const std::string message = data_error([&] { cut.get(0); });
   EXPECT_TRUE(contains(message, shard + " has " + std::to_string(good.size() / 2) + " bytes, but " + out.path() +
-                                    "/test.index.json says " + std::to_string(good.size()))) << message;
+                                    "/test.index.json says " + std::to_string(good.size())))
+      << message;
 
   Bytes flipped = good;
   flipped[700] ^= 0x40;
   write_bytes(shard, flipped);
   const data::ShardDataset corrupt(out.path(), "test");
   EXPECT_EQ(data_error([&] { corrupt.get(3); }),
-            shard + " does not match its checksum in " + out.path() + "/test.index.json: the shard is corrupt or changed since it was packed");
+            shard + " does not match its checksum in " + out.path() +
+                "/test.index.json: the shard is corrupt or changed since it was packed");
 }
 
 // With skip_bad_samples the samples of a shard cut short are left out, and the shard is
@@ -177,7 +181,8 @@ TEST(ShardDataset, ABadMemberIsNamedWithItsShardAndMember) {
   std::ofstream(files + "/a.cls") << "3\n";
   write_bytes(files + "/b.jpg", jpeg);
   std::ofstream(files + "/b.cls") << "12";
-  const auto made = run_process({"tar", "--format=ustar", "-cf", out.path() + "/my-0.tar", "-C", files, "a.jpg", "a.cls", "b.jpg", "b.cls"});
+  const auto made = run_process(
+      {"tar", "--format=ustar", "-cf", out.path() + "/my-0.tar", "-C", files, "a.jpg", "a.cls", "b.jpg", "b.cls"});
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const Bytes tar = read_bytes(out.path() + "/my-0.tar");
   char crc[9];
@@ -213,7 +218,8 @@ TEST(ShardDataset, ShardsNamedByAPatternReadAsWithTheirIndex) {
   ASSERT_EQ(indexed.shard_sizes().size(), 3u);
   const data::ShardDataset patterned(out.path(), "test-{000000..000002}.tar", data::ShardOptions().classes(10));
   EXPECT_EQ(patterned.shard_sizes(), indexed.shard_sizes());
-  EXPECT_EQ(patterned.shard_reads(), 0) << "the reads at opening count the samples; the shards are read again when used";
+  EXPECT_EQ(patterned.shard_reads(), 0)
+      << "the reads at opening count the samples; the shards are read again when used";
   for (size_t i = 0; i < indexed.size(); ++i) {
     EXPECT_TRUE(torch::equal(patterned.get(i).image, indexed.get(i).image)) << i;
     EXPECT_EQ(patterned.get(i).label, indexed.get(i).label) << i;
@@ -227,11 +233,15 @@ TEST(ShardDataset, ShardsNamedByAPatternReadAsWithTheirIndex) {
     return std::string("no ConfigError");
   };
   EXPECT_EQ(config_error("test-{000000..000002}.tar", data::ShardOptions()),
-            out.path() + "/test-{000000..000002}.tar names shards without an index: say how many classes they hold "
-                         "(classes = N in the registry entry), or write an index with lockstep data pack");
+            out.path() +
+                "/test-{000000..000002}.tar names shards without an index: say how many classes they hold "
+                "(classes = N in the registry entry), or write an index with lockstep data pack");
   EXPECT_EQ(config_error("test-{000002..000000}.tar", data::ShardOptions().classes(10)),
-            "shard pattern 'test-{000002..000000}.tar' must hold one {FIRST..LAST} of numbers, e.g. train-{000000..000127}.tar");
-  EXPECT_TRUE(contains(data_error([&] { data::ShardDataset(out.path(), "test-{000000..000003}.tar", data::ShardOptions().classes(10)); }),
+            "shard pattern 'test-{000002..000000}.tar' must hold one {FIRST..LAST} of numbers, e.g. "
+            "train-{000000..000127}.tar");
+  EXPECT_TRUE(contains(data_error([&] {
+                         data::ShardDataset(out.path(), "test-{000000..000003}.tar", data::ShardOptions().classes(10));
+                       }),
                        "cannot read " + out.path() + "/test-000003.tar"));
 }
 

@@ -102,8 +102,7 @@ TEST(Transforms, ResizeToShorterSideKeepsAspectRatio) {
 
 TEST(Transforms, HorizontalFlipFollowsItsProbability) {
   const torch::Tensor image = counting_image(2, 3);
-  const torch::Tensor mirrored =
-      torch::tensor({2.0f, 1.0f, 0.0f, 5.0f, 4.0f, 3.0f}).view({1, 2, 3});
+  const torch::Tensor mirrored = torch::tensor({2.0f, 1.0f, 0.0f, 5.0f, 4.0f, 3.0f}).view({1, 2, 3});
   EXPECT_TRUE(torch::equal(run(horizontal_flip(1.0), image), mirrored));
   EXPECT_TRUE(torch::equal(run(horizontal_flip(0.0), image), image));
   int flipped = 0;

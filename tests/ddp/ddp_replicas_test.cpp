@@ -19,16 +19,21 @@ namespace {
 // Like the process workers: one intra-op thread each.
 void expect_every_replica_ok(int n, const std::string& scenario, const std::string& out_dir = "") {
   std::vector<int> codes(n, -1);
-  run_replicas(n, [&](ProcessGroup group) { codes[group.rank()] = run_ddp_scenario(scenario, out_dir); },
-               ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
+  run_replicas(
+      n, [&](ProcessGroup group) { codes[group.rank()] = run_ddp_scenario(scenario, out_dir); },
+      ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
   EXPECT_EQ(codes, std::vector<int>(n, 0)) << scenario << " on " << n << " replicas";
 }
 
 TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnTwoReplicas) { expect_every_replica_ok(2, "equivalence"); }
 TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnThreeReplicas) { expect_every_replica_ok(3, "equivalence"); }
-TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnSubGroups) { expect_every_replica_ok(4, "sub-group-equivalence"); }
+TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnSubGroups) {
+  expect_every_replica_ok(4, "sub-group-equivalence");
+}
 TEST(DistributedDataParallelOnReplicas, GradientsAveragedSummedOrScaled) { expect_every_replica_ok(3, "scaling"); }
-TEST(DistributedDataParallelOnReplicas, CompressedBucketsTrainWithinTolerance) { expect_every_replica_ok(2, "compression"); }
+TEST(DistributedDataParallelOnReplicas, CompressedBucketsTrainWithinTolerance) {
+  expect_every_replica_ok(2, "compression");
+}
 TEST(DistributedDataParallelOnReplicas, BucketsLaunchBeforeBackwardEnds) { expect_every_replica_ok(2, "overlap"); }
 TEST(DistributedDataParallelOnReplicas, SixteenBitGradientsAverageWhereTheirSumOverflows) {
   expect_every_replica_ok(2, "16-bit-means");
@@ -42,7 +47,8 @@ TEST(DistributedDataParallelOnReplicas, DifferentModelsFailAtConstructionOnEvery
 // and as 2 replicas: every parameter has the same bits.
 TEST(DistributedDataParallelOnReplicas, GivesTheParametersOfProcessesBitForBit) {
   const std::string from_processes = fresh_directory(), from_replicas = fresh_directory();
-  const auto ranks = run_processes(2, {DDP_WORKER, "equivalence", from_processes}, tcp_world(2, {{"LOCKSTEP_TIMEOUT", "30"}}));
+  const auto ranks =
+      run_processes(2, {DDP_WORKER, "equivalence", from_processes}, tcp_world(2, {{"LOCKSTEP_TIMEOUT", "30"}}));
   for (const auto& rank : ranks) ASSERT_EQ(rank.exit_code, 0) << rank.output;
   expect_every_replica_ok(2, "equivalence", from_replicas);
   int compared = 0;
@@ -50,8 +56,8 @@ TEST(DistributedDataParallelOnReplicas, GivesTheParametersOfProcessesBitForBit) 
     torch::Tensor processes, replicas;
     torch::load(processes, file.path().string());
     torch::load(replicas, (std::filesystem::path(from_replicas) / file.path().filename()).string());
-    EXPECT_TRUE(torch::equal(processes, replicas)) << file.path().filename() << " differs by "
-                                                   << (processes - replicas).abs().max().item<double>();
+    EXPECT_TRUE(torch::equal(processes, replicas))
+        << file.path().filename() << " differs by " << (processes - replicas).abs().max().item<double>();
     ++compared;
   }
   EXPECT_EQ(compared, 12);
@@ -106,46 +112,52 @@ TEST(DistributedDataParallelOnReplicas, LoadsTheBucketOrderLearnedInTheFirstBack
 // At world 1 a comm hook the user set still runs, once per bucket, and leaves the local
 // gradients; without one nothing is bucketed.
 TEST(DistributedDataParallelOnReplicas, AHookOfTheUsersRunsAtWorldOne) {
-  run_replicas(1, [&](ProcessGroup group) {
-    for (const bool with_hook : {true, false}) {
-      torch::manual_seed(0);
-      torch::nn::Linear model(4, 3);
-      int buckets = 0;
-      auto options = DDPOptions().group(group);
-      if (with_hook) {
-        options.comm_hook([&buckets, sum = allreduce_hook()](GradBucket& bucket) {
-          ++buckets;
-          return sum(bucket);
-        });
-      }
-      DistributedDataParallel ddp(model, options);
-      const auto input = torch::arange(8, torch::kFloat).reshape({2, 4});
-      model->forward(input).sum().backward();
-      EXPECT_EQ(buckets, with_hook ? 1 : 0);
-      EXPECT_TRUE(torch::equal(model->weight.grad(), input.sum(0).expand({3, 4})))
-          << model->weight.grad();
-    }
-  }, ReplicaOptions().timeout(std::chrono::seconds(20)));
+  run_replicas(
+      1,
+      [&](ProcessGroup group) {
+        for (const bool with_hook : {true, false}) {
+          torch::manual_seed(0);
+          torch::nn::Linear model(4, 3);
+          int buckets = 0;
+          auto options = DDPOptions().group(group);
+          if (with_hook) {
+            options.comm_hook([&buckets, sum = allreduce_hook()](GradBucket& bucket) {
+              ++buckets;
+              return sum(bucket);
+            });
+          }
+          DistributedDataParallel ddp(model, options);
+          const auto input = torch::arange(8, torch::kFloat).reshape({2, 4});
+          model->forward(input).sum().backward();
+          EXPECT_EQ(buckets, with_hook ? 1 : 0);
+          EXPECT_TRUE(torch::equal(model->weight.grad(), input.sum(0).expand({3, 4}))) << model->weight.grad();
+        }
+      },
+      ReplicaOptions().timeout(std::chrono::seconds(20)));
 }
 
 // A CPU machine has one device, but libtorch's meta device stands in for a second: a model
 // split over two is refused on every replica before any collective, naming both.
 TEST(DistributedDataParallelOnReplicas, AModelOnTwoDevicesIsRefusedNamingBoth) {
   std::vector<std::string> messages(2);
-  run_replicas(2, [&](ProcessGroup group) {
-    auto model = std::make_shared<torch::nn::Module>();
-    model->register_parameter("weight", torch::ones({3, 4}));
-    model->register_parameter("bias", torch::ones({3}, torch::TensorOptions().device(torch::kMeta)));
-    try {
-      DistributedDataParallel ddp(model, DDPOptions().group(group));
-      messages[group.rank()] = "no error";
-    } catch (const ConfigError& e) {
-      messages[group.rank()] = e.what();
-    }
-  }, ReplicaOptions().timeout(std::chrono::seconds(20)));
+  run_replicas(
+      2,
+      [&](ProcessGroup group) {
+        auto model = std::make_shared<torch::nn::Module>();
+        model->register_parameter("weight", torch::ones({3, 4}));
+        model->register_parameter("bias", torch::ones({3}, torch::TensorOptions().device(torch::kMeta)));
+        try {
+          DistributedDataParallel ddp(model, DDPOptions().group(group));
+          messages[group.rank()] = "no error";
+        } catch (const ConfigError& e) {
+          messages[group.rank()] = e.what();
+        }
+      },
+      ReplicaOptions().timeout(std::chrono::seconds(20)));
   for (const auto& m : messages) {
-    EXPECT_EQ(m, "lockstep::DistributedDataParallel needs every trained parameter on one device, but 'weight' is on "
-                 "cpu and 'bias' on meta; move the model with model->to(device)");
+    EXPECT_EQ(m,
+              "lockstep::DistributedDataParallel needs every trained parameter on one device, but 'weight' is on "
+              "cpu and 'bias' on meta; move the model with model->to(device)");
   }
 }
 

@@ -21,7 +21,7 @@ namespace {
 using torch::Tensor;
 
 constexpr int kSteps = 20;
-constexpr int kBatch = 4;  // per rank and micro-batch
+constexpr int kBatch = 4;       // per rank and micro-batch
 thread_local int failures = 0;  // per replica
 // Where models and batches live: the CPU, or a GPU (tests/gpu). Per replica, like failures.
 thread_local torch::Device device = torch::kCPU;
@@ -50,15 +50,16 @@ struct Case {
 std::shared_ptr<torch::nn::Module> make_model_on_cpu(const std::string& kind) {
   if (kind == "mlp") {
     return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Linear(16, 16),
-                                 torch::nn::ReLU(), torch::nn::Linear(16, 4)).ptr();
+                                 torch::nn::ReLU(), torch::nn::Linear(16, 4))
+        .ptr();
   }
   if (kind == "cnn") {
     // No conv bias before BatchNorm: its true gradient is zero, and Adam would turn the
     // rounding noise standing in for it into full-size steps.
     return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).bias(false)),
-                                 torch::nn::BatchNorm2d(4),
-                                 torch::nn::ReLU(), torch::nn::MaxPool2d(2), torch::nn::Flatten(),
-                                 torch::nn::Linear(4 * 5 * 5, 3)).ptr();
+                                 torch::nn::BatchNorm2d(4), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
+                                 torch::nn::Flatten(), torch::nn::Linear(4 * 5 * 5, 3))
+        .ptr();
   }
   return Branchy().ptr();
 }
@@ -214,7 +215,7 @@ void sub_group_equivalence() {
   // DistributedOptimizer averages over its group only: rank r's gradient is r + 1 everywhere.
   Tensor w = torch::zeros({3}, torch::kDouble).requires_grad_();
   lockstep::DistributedOptimizer<torch::optim::SGD> optimizer(mine, std::vector<Tensor>{w},
-                                                               torch::optim::SGDOptions(0.5));
+                                                              torch::optim::SGDOptions(0.5));
   w.mutable_grad() = torch::full({3}, lockstep::rank() + 1.0, torch::kDouble);
   optimizer.step();
   double mean = 0;
@@ -227,8 +228,10 @@ void sub_group_equivalence() {
 void compression() {
   const Case c{"mlp", "sgd", 1};
   const Tensor want = reference(c, lockstep::world_size());
-  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::fp16_compress_hook())), want, 1e-2, 1e-3, "fp16 hook");
-  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::bf16_compress_hook())), want, 5e-2, 5e-3, "bf16 hook");
+  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::fp16_compress_hook())), want, 1e-2, 1e-3,
+               "fp16 hook");
+  expect_close(train(c, lockstep::DDPOptions().comm_hook(lockstep::bf16_compress_hook())), want, 5e-2, 5e-3,
+               "bf16 hook");
 }
 
 // Avg (the default), Sum and an explicit factor: one backward against the reference's gradient.
@@ -290,7 +293,8 @@ void bucket_contents() {
         model, lockstep::DDPOptions().bucket_cap_mb(64).first_bucket_cap_mb(64).comm_hook(recording));
     // This rank's gradient of pass `pass` alone, per parameter, from the plain model.
     const auto gradients = [&](int pass) {
-      const Tensor x = torch::full({2, 8}, 0.25 * (rank + 1) + pass, torch::TensorOptions().dtype(dtype).device(device));
+      const Tensor x =
+          torch::full({2, 8}, 0.25 * (rank + 1) + pass, torch::TensorOptions().dtype(dtype).device(device));
       for (auto& p : plain->parameters()) p.mutable_grad() = Tensor();
       plain->as<torch::nn::Sequential>()->forward(x).pow(2).sum().backward();
       std::vector<Tensor> g;
@@ -382,15 +386,21 @@ void sixteen_bit_means() {
   lockstep::DistributedDataParallel ddp(model);
   Tensor loss = torch::zeros({});
   for (const auto& p : model->parameters()) {
-    loss = loss + (p.to(torch::kFloat) * lockstep::testing::overflowing_input(rank, world, kNumel, p.scalar_type()).to(torch::kFloat)).sum();
+    loss = loss + (p.to(torch::kFloat) *
+                   lockstep::testing::overflowing_input(rank, world, kNumel, p.scalar_type()).to(torch::kFloat))
+                      .sum();
   }
   loss.backward();  // each gradient is this rank's input, exactly
   for (const auto& p : model->parameters()) {
     Tensor sum = torch::zeros({kNumel}, torch::kDouble);
-    for (int r = 0; r < world; ++r) sum += lockstep::testing::overflowing_input(r, world, kNumel, p.scalar_type()).to(torch::kDouble);
+    for (int r = 0; r < world; ++r)
+      sum += lockstep::testing::overflowing_input(r, world, kNumel, p.scalar_type()).to(torch::kDouble);
     const Tensor want = lockstep::testing::correctly_rounded_mean(sum, world, p.scalar_type());
     const Tensor got = p.grad();
-    const int64_t off_by = (got.view(torch::kShort).to(torch::kInt) - want.view(torch::kShort).to(torch::kInt)).abs().max().item<int64_t>();
+    const int64_t off_by = (got.view(torch::kShort).to(torch::kInt) - want.view(torch::kShort).to(torch::kInt))
+                               .abs()
+                               .max()
+                               .item<int64_t>();
     if (got.scalar_type() != p.scalar_type() || off_by > (world == 2 ? 0 : 1)) {
       ++failures;
       std::cerr << "rank " << rank << ": the " << c10::toString(p.scalar_type()) << " gradient is " << off_by

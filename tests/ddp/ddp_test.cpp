@@ -59,7 +59,8 @@ TEST(DistributedDataParallel, UnusedParametersWithoutTheOptionAreNamed) {
   const auto ranks = run_processes(2, {DDP_WORKER, "unused-without-flag"}, tcp_world(2, {{"LOCKSTEP_TIMEOUT", "10"}}));
   for (const auto& f : ranks) {
     EXPECT_EQ(f.exit_code, 0) << f.output;
-    EXPECT_TRUE(contains(f.output, "got no gradient in this backward pass ('branch.bias', 'branch.weight')")) << f.output;
+    EXPECT_TRUE(contains(f.output, "got no gradient in this backward pass ('branch.bias', 'branch.weight')"))
+        << f.output;
     EXPECT_TRUE(contains(f.output, "find_unused_parameters(true)")) << f.output;
   }
 }

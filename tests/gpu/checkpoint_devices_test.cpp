@@ -47,7 +47,8 @@ void expect_resumed_across(torch::Device from, torch::Device to) {
 }
 
 TEST(CheckpointDevices, AGpuRunResumesOnTheCpuAndACpuRunOnTheGpu) {
-  if (visible_gpus() == 0) GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch";
+  if (visible_gpus() == 0)
+    GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch";
   expect_resumed_across(torch::Device(torch::kCUDA, 0), torch::kCPU);
   expect_resumed_across(torch::kCPU, torch::Device(torch::kCUDA, 0));
 }

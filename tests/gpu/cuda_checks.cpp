@@ -25,8 +25,8 @@ std::string wrong_collectives(const ProcessGroup& group, int64_t length, torch::
   const int r = group.rank(), n = group.size();
   const double sum_ranks = n * (n - 1) / 2.0;
   const Tensor base = torch::arange(length, torch::kDouble).fmod(7);
-  for (auto dtype : {torch::kFloat, torch::kDouble, torch::kInt, torch::kLong, torch::kHalf, torch::kBFloat16,
-                     torch::kByte}) {
+  for (auto dtype :
+       {torch::kFloat, torch::kDouble, torch::kInt, torch::kLong, torch::kHalf, torch::kBFloat16, torch::kByte}) {
     const std::string name = c10::toString(dtype);
     Tensor t = base.add(r).to(on(dtype));
     all_reduce(t, ReduceOp::Sum, group);
@@ -42,7 +42,8 @@ std::string wrong_collectives(const ProcessGroup& group, int64_t length, torch::
     check(equal_on_host(b, torch::full({length}, 42.0, torch::kDouble)), "broadcast_async " + name);
     const auto parts = all_gather(base.add(r).to(on(dtype)), group);
     for (int q = 0; q < n && q < static_cast<int>(parts.size()); ++q) {
-      check(parts[q].is_cuda() && equal_on_host(parts[q], base + q), "all_gather " + name + " part " + std::to_string(q));
+      check(parts[q].is_cuda() && equal_on_host(parts[q], base + q),
+            "all_gather " + name + " part " + std::to_string(q));
     }
   }
   Tensor avg = torch::full({length}, 2.0 * r, on());
@@ -88,12 +89,14 @@ std::string wrong_collectives(const ProcessGroup& group, int64_t length, torch::
             equal_on_host(many[1], torch::full({length}, sum_ranks, torch::kDouble)) &&
             equal_on_host(many[2], torch::full({length}, sum_ranks + n, torch::kDouble)),
         "coalesced all_reduce");
-  std::vector<Tensor> many_async{torch::full({length}, r == 1 ? 3.0 : 0.0, on()), torch::full({2}, r == 1 ? 4 : 0, on(torch::kInt))};
+  std::vector<Tensor> many_async{torch::full({length}, r == 1 ? 3.0 : 0.0, on()),
+                                 torch::full({2}, r == 1 ? 4 : 0, on(torch::kInt))};
   all_reduce_async(many_async, ReduceOp::Max, group).wait();
   check(equal_on_host(many_async[0], torch::full({length}, 3.0, torch::kDouble)) &&
             equal_on_host(many_async[1], torch::full({2}, 4.0, torch::kDouble)),
         "coalesced all_reduce_async Max");
-  std::vector<Tensor> broadcast_many{torch::full({length}, r == 0 ? 2.0 : 0.0, on()), torch::full({4}, r == 0 ? 9 : 0, on(torch::kByte))};
+  std::vector<Tensor> broadcast_many{torch::full({length}, r == 0 ? 2.0 : 0.0, on()),
+                                     torch::full({4}, r == 0 ? 9 : 0, on(torch::kByte))};
   broadcast(broadcast_many, 0, group);
   check(equal_on_host(broadcast_many[0], torch::full({length}, 2.0, torch::kDouble)) &&
             equal_on_host(broadcast_many[1], torch::full({4}, 9.0, torch::kDouble)),
@@ -116,7 +119,8 @@ std::string wrong_stream_order(const ProcessGroup& group, torch::Device device) 
   t.mul_(2);  // queued after wait(): must see the reduced values
   const double want = n * (n + 1.0);
   const double got = t.cpu()[0].item<double>();
-  return got == want ? "" : "after slow kernels and wait(): got " + std::to_string(got) + ", want " + std::to_string(want);
+  return got == want ? ""
+                     : "after slow kernels and wait(): got " + std::to_string(got) + ", want " + std::to_string(want);
 }
 
 }  // namespace lockstep::testing

@@ -34,7 +34,8 @@ int report(const std::string& wrong) {
 
 int collectives() {
   std::string wrong;
-  for (int64_t length : {5, 100003}) wrong += lockstep::testing::wrong_collectives(lockstep::ProcessGroup(), length, kGpu);
+  for (int64_t length : {5, 100003})
+    wrong += lockstep::testing::wrong_collectives(lockstep::ProcessGroup(), length, kGpu);
   return report(wrong);
 }
 
@@ -55,7 +56,8 @@ int ordering() {
   work.wait();
   if (returned > kernels / 4) {
     wrong += "all_reduce_async took " + std::to_string(std::chrono::duration<double>(returned).count()) +
-             " s to return; the kernels before it take " + std::to_string(std::chrono::duration<double>(kernels).count()) + " s";
+             " s to return; the kernels before it take " +
+             std::to_string(std::chrono::duration<double>(kernels).count()) + " s";
   }
   if (t.cpu()[0].item<float>() != lockstep::world_size()) wrong += "; the async all_reduce's result is wrong";
   return report(wrong);

@@ -14,8 +14,8 @@
 namespace lockstep::testing {
 namespace {
 
-#define SKIP_WITHOUT_A_GPU()                                                                            \
-  if (train::visible_gpus() == 0) {                                                                     \
+#define SKIP_WITHOUT_A_GPU()                                                                        \
+  if (train::visible_gpus() == 0) {                                                                 \
     GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
   }
 
@@ -78,13 +78,14 @@ TEST(NcclFailures, ARankKilledInACollectiveEndsTheJobWithinTheTimeoutNamingIt) {
 TEST(NcclFailures, CpuOnOneRankAndCudaOnAnotherFailsOnEveryRankNamingBoth) {
   SKIP_WITHOUT_A_GPU();
   for (const std::string debug : {"detail", "off"}) {
-    const auto ranks =
-        run_workers(2, "cpu-and-cuda", {{"LOCKSTEP_TIMEOUT", "5"}, {"LOCKSTEP_DEBUG", debug}}, std::chrono::seconds(120));
+    const auto ranks = run_workers(2, "cpu-and-cuda", {{"LOCKSTEP_TIMEOUT", "5"}, {"LOCKSTEP_DEBUG", debug}},
+                                   std::chrono::seconds(120));
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(ranks[r].exit_code, 0) << debug << ": " << ranks[r].output;
       EXPECT_TRUE(contains(ranks[r].output, "MismatchError")) << debug << ": " << ranks[r].output;
       EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4], Sum)")) << debug << ": " << ranks[r].output;
-      EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4] on cuda, Sum)")) << debug << ": " << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output, "all_reduce #0 (float32[4] on cuda, Sum)"))
+          << debug << ": " << ranks[r].output;
     }
   }
 }
@@ -99,8 +100,8 @@ TEST(NcclDdp, TwoRanksEqualOneProcessOnTheCombinedBatch) {
 TEST(StagedDdp, TwoProcessesSharingTheGpuEqualOneProcessOnTheCombinedBatch) {
   SKIP_WITHOUT_A_GPU();
   for (const std::string device_backend : {"staged", "auto"}) {
-    const auto ranks = run_processes(2, {GPU_WORKER, "ddp"}, tcp_world(2, {{"LOCKSTEP_DEVICE_BACKEND", device_backend}}),
-                                     std::chrono::seconds(400));
+    const auto ranks = run_processes(
+        2, {GPU_WORKER, "ddp"}, tcp_world(2, {{"LOCKSTEP_DEVICE_BACKEND", device_backend}}), std::chrono::seconds(400));
     expect_all_ok(ranks, "ddp");
     EXPECT_EQ(contains(ranks[0].output, "share GPU"), device_backend == "auto") << ranks[0].output;
   }

@@ -19,8 +19,8 @@ namespace {
 
 using torch::Tensor;
 
-#define SKIP_WITHOUT_A_GPU()                                                                            \
-  if (train::visible_gpus() == 0) {                                                                     \
+#define SKIP_WITHOUT_A_GPU()                                                                        \
+  if (train::visible_gpus() == 0) {                                                                 \
     GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
   }
 
@@ -84,8 +84,8 @@ TEST(StagedCollectives, AsyncCallsReturnBeforeTheKernelsBeforeThemEnd) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_LT(returned[r], kernels / 4) << "rank " << r << ": all_reduce_async took "
                                         << std::chrono::duration<double>(returned[r]).count() << " s to return; "
-                                        << "the kernels before it take " << std::chrono::duration<double>(kernels).count()
-                                        << " s";
+                                        << "the kernels before it take "
+                                        << std::chrono::duration<double>(kernels).count() << " s";
   }
 }
 

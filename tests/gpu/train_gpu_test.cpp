@@ -10,7 +10,8 @@ namespace lockstep::train {
 namespace {
 
 TEST(TrainOnGpu, TwoWorkersOnOneGpuReach91PercentInFiveEpochsAndResumeBitExactly) {
-  if (visible_gpus() == 0) GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch";
+  if (visible_gpus() == 0)
+    GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch";
   expect_accurate_and_resumed_bit_exactly({LOCKSTEP_TOOL, "train", "--device", "cuda", "-n", "2", "--mode", "processes",
                                            "--epochs", "5", "--deterministic"},
                                           91.0, 1000);

@@ -18,8 +18,12 @@ using testing::env_of;
 
 // The second pod of a PyTorchJob with two workers, as the operator sets it: RANK is the pod's index.
 Variables second_pod() {
-  return {{"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"}, {"PET_NNODES", "2"},
-          {"PET_NPROC_PER_NODE", "2"},     {"PET_NODE_RANK", "1"},   {"RANK", "1"},
+  return {{"MASTER_ADDR", "job-master-0"},
+          {"MASTER_PORT", "23456"},
+          {"PET_NNODES", "2"},
+          {"PET_NPROC_PER_NODE", "2"},
+          {"PET_NODE_RANK", "1"},
+          {"RANK", "1"},
           {"WORLD_SIZE", "2"}};
 }
 
@@ -99,9 +103,14 @@ TEST(ClusterNode, BadPodVariablesAreNamed) {
 
 // `srun --ntasks-per-node=1 lockstep run -n 2` on the second of two nodes of job 1234.
 Variables srun_launcher_on_second_node() {
-  return {{"SLURM_JOB_ID", "1234"}, {"SLURM_STEP_ID", "1"},  {"SLURM_STEP_NODELIST", "n[1-2]"},
-          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}, {"SLURM_NODEID", "1"}, {"SLURM_LOCALID", "0"},
-          {"SLURM_PROCID", "1"},    {"SLURM_NTASKS", "2"}};
+  return {{"SLURM_JOB_ID", "1234"},
+          {"SLURM_STEP_ID", "1"},
+          {"SLURM_STEP_NODELIST", "n[1-2]"},
+          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_LOCALID", "0"},
+          {"SLURM_PROCID", "1"},
+          {"SLURM_NTASKS", "2"}};
 }
 
 TEST(ClusterNode, AnSrunTaskPerNodeTakesTheNodesFromSlurm) {

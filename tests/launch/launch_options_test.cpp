@@ -68,8 +68,8 @@ TEST(LaunchOptions, RejectionsNameTheOptionToFix) {
 
 TEST(MpirunCommand, HandsProgramAndArgumentsToMpirun) {
   EXPECT_EQ(mpirun_command(runnable(), false),
-            (std::vector<std::string>{"mpirun", "-n", "2", "--oversubscribe", "-x", "LOCKSTEP_BACKEND=mpi",
-                                      "train", "--epochs", "3"}));
+            (std::vector<std::string>{"mpirun", "-n", "2", "--oversubscribe", "-x", "LOCKSTEP_BACKEND=mpi", "train",
+                                      "--epochs", "3"}));
 }
 
 TEST(MpirunCommand, AllowsRootOnlyWhenRunningAsRoot) {

@@ -28,9 +28,18 @@
 namespace {
 
 const char* kReportedVariables[] = {
-    "RANK",        "WORLD_SIZE",  "LOCAL_RANK",       "LOCAL_WORLD_SIZE",         "GROUP_RANK",
-    "MASTER_ADDR", "MASTER_PORT", "LOCKSTEP_BACKEND", "LOCKSTEP_USE_AGENT_STORE", "OMPI_COMM_WORLD_RANK",
-    "PMIX_RANK",   "LOCKSTEP_RESTART_COUNT",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCKSTEP_BACKEND",
+    "LOCKSTEP_USE_AGENT_STORE",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "LOCKSTEP_RESTART_COUNT",
 };
 
 std::string variable(const char* name) {

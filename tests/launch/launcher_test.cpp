@@ -20,8 +20,7 @@ namespace {
 
 constexpr std::chrono::seconds kExitBound{30};
 
-std::vector<std::string> lockstep_run(const std::vector<std::string>& options,
-                                      const std::vector<std::string>& steps) {
+std::vector<std::string> lockstep_run(const std::vector<std::string>& options, const std::vector<std::string>& steps) {
   std::vector<std::string> command = {LOCKSTEP_TOOL, "run"};
   command.insert(command.end(), options.begin(), options.end());
   command.push_back("--");
@@ -79,10 +78,14 @@ TEST(LockstepRun, MaxRestartsRestartsEveryWorkerUntilTheBudgetIsSpent) {
   ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
   EXPECT_EQ(launcher.exit_code(), 3) << launcher.stderr_text();
   const std::string errors = launcher.stderr_text();
-  EXPECT_TRUE(contains(errors, "lockstep run: restart 1 of 2: starting every worker afresh after rank 1 (pid ")) << errors;
-  EXPECT_TRUE(contains(errors, "lockstep run: restart 2 of 2: starting every worker afresh after rank 1 (pid ")) << errors;
-  EXPECT_TRUE(contains(errors, "lockstep run: the job failed 3 times, which --max-restarts 2 allows no more; "
-                               "the last failure: rank 1 (pid ")) << errors;
+  EXPECT_TRUE(contains(errors, "lockstep run: restart 1 of 2: starting every worker afresh after rank 1 (pid "))
+      << errors;
+  EXPECT_TRUE(contains(errors, "lockstep run: restart 2 of 2: starting every worker afresh after rank 1 (pid "))
+      << errors;
+  EXPECT_TRUE(contains(errors,
+                       "lockstep run: the job failed 3 times, which --max-restarts 2 allows no more; "
+                       "the last failure: rank 1 (pid "))
+      << errors;
   EXPECT_TRUE(contains(errors, ") exited with status 3")) << errors;
   const std::string output = launcher.stdout_text();
   // Rank 1, which fails, prints before it does; rank 0 may be stopped before it prints.
@@ -103,8 +106,8 @@ TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
   ToolProcess first(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
                                   "--master-port", port, "--backend", "gloo"},
                                  {"env"}));
-  ToolProcess launcher(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr",
-                                     "127.0.0.1", "--master-port", port, "--backend", "gloo"},
+  ToolProcess launcher(lockstep_run({"-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                                     "--master-port", port, "--backend", "gloo"},
                                     {"env"}));
   ASSERT_TRUE(first.wait_for_exit(kExitBound)) << first.stderr_text();
   ASSERT_TRUE(launcher.wait_for_exit(kExitBound)) << launcher.stderr_text();
@@ -125,8 +128,18 @@ TEST(LockstepRun, SecondNodeNumbersItsRanksAfterTheFirst) {
 // Node `node` of a job of two nodes of one worker each on this machine, running `steps`.
 std::unique_ptr<ToolProcess> node_of_two(int node, const std::string& port, const std::vector<std::string>& steps,
                                          const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> options = {"-n", "1", "--nnodes", "2", "--node-rank", std::to_string(node),
-                                      "--master-addr", "127.0.0.1", "--master-port", port, "--backend", "gloo"};
+  std::vector<std::string> options = {"-n",
+                                      "1",
+                                      "--nnodes",
+                                      "2",
+                                      "--node-rank",
+                                      std::to_string(node),
+                                      "--master-addr",
+                                      "127.0.0.1",
+                                      "--master-port",
+                                      port,
+                                      "--backend",
+                                      "gloo"};
   options.insert(options.end(), extra.begin(), extra.end());
   return std::make_unique<ToolProcess>(lockstep_run(options, steps));
 }
@@ -146,7 +159,8 @@ TEST(LockstepRun, TwoLiveLaunchersWithOneNodeRankAreRefusedNamingTheFirst) {
   auto duplicate = node_of_two(1, port, steps);
   ASSERT_TRUE(duplicate->wait_for_exit(kExitBound)) << duplicate->stderr_text();
   EXPECT_EQ(duplicate->exit_code(), 2) << duplicate->stderr_text();
-  EXPECT_TRUE(contains(duplicate->stderr_text(), "--node-rank 1 is already taken by node 1 (on ")) << duplicate->stderr_text();
+  EXPECT_TRUE(contains(duplicate->stderr_text(), "--node-rank 1 is already taken by node 1 (on "))
+      << duplicate->stderr_text();
   EXPECT_TRUE(process_alive(second->pid())) << "the first launcher of node 1 goes on";
 }
 
@@ -168,10 +182,14 @@ TEST(LockstepRun, ALauncherStartedAgainBeforeTheJobNoticedItsLossRestartsTheJob)
   ASSERT_TRUE(first->wait_for_exit(kExitBound)) << first->stderr_text();
   EXPECT_EQ(again->exit_code(), 0) << again->stderr_text();
   EXPECT_EQ(first->exit_code(), 0) << first->stderr_text();
-  EXPECT_TRUE(contains(again->stderr_text(), "lockstep run: restart 1 of 1: this node's launcher before this one is "
-                                             "gone")) << again->stderr_text();
-  EXPECT_TRUE(contains(first->stderr_text(), "lockstep run: restart 1 of 1: starting every worker afresh after node 1 "
-                                             "(on ")) << first->stderr_text();
+  EXPECT_TRUE(contains(again->stderr_text(),
+                       "lockstep run: restart 1 of 1: this node's launcher before this one is "
+                       "gone"))
+      << again->stderr_text();
+  EXPECT_TRUE(contains(first->stderr_text(),
+                       "lockstep run: restart 1 of 1: starting every worker afresh after node 1 "
+                       "(on "))
+      << first->stderr_text();
   EXPECT_TRUE(contains(first->stderr_text(), "): its launcher was started again")) << first->stderr_text();
   EXPECT_EQ(printed_value(first->stdout_text(), 0, "LOCKSTEP_RESTART_COUNT"), "1") << first->stdout_text();
   EXPECT_EQ(printed_value(again->stdout_text(), 1, "LOCKSTEP_RESTART_COUNT"), "1") << again->stdout_text();
@@ -232,19 +250,14 @@ TEST_P(LockstepRunRejects, WithOneClearLine) {
 INSTANTIATE_TEST_SUITE_P(
     BadInput, LockstepRunRejects,
     ::testing::Values(
-        BadCommandLine{"ZeroWorkers",
-                       {"run", "-n", "0", "--", "true"},
-                       2,
-                       "lockstep run: -n must be at least 1 (got 0)"},
-        BadCommandLine{"NegativeWorkers",
-                       {"run", "-n", "-2", "--", "true"},
-                       2,
-                       "lockstep run: -n must be at least 1 (got -2)"},
         BadCommandLine{
-            "MissingProgram",
-            {"run", "-n", "2"},
-            2,
-            "lockstep run: no PROGRAM to run; put it after '--': lockstep run -n N -- PROGRAM ARGS..."},
+            "ZeroWorkers", {"run", "-n", "0", "--", "true"}, 2, "lockstep run: -n must be at least 1 (got 0)"},
+        BadCommandLine{
+            "NegativeWorkers", {"run", "-n", "-2", "--", "true"}, 2, "lockstep run: -n must be at least 1 (got -2)"},
+        BadCommandLine{"MissingProgram",
+                       {"run", "-n", "2"},
+                       2,
+                       "lockstep run: no PROGRAM to run; put it after '--': lockstep run -n N -- PROGRAM ARGS..."},
         BadCommandLine{"ProgramNotFound",
                        {"run", "-n", "2", "--", "no-such-program-xyz"},
                        127,
@@ -263,23 +276,21 @@ INSTANTIATE_TEST_SUITE_P(
                        "lockstep run: --backend nccl means --device-backend nccl, which conflicts with "
                        "--device-backend staged; leave out --backend nccl"},
         BadCommandLine{"NodeRankOutOfRange",
-                       {"run", "-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h",
-                        "--master-port", "1234", "--", "true"},
+                       {"run", "-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port",
+                        "1234", "--", "true"},
                        2,
                        "lockstep run: --node-rank must be in [0, 2) for --nnodes 2 (got 2)"},
-        BadCommandLine{
-            "SeveralNodesWithoutStoreAddress",
-            {"run", "-n", "1", "--nnodes", "2", "--node-rank", "1", "--", "true"},
-            2,
-            "lockstep run: --nnodes 2 needs --master-addr and --master-port so every node finds the "
-            "same store"},
-        BadCommandLine{
-            "MpiOnSeveralNodes",
-            {"run", "-n", "1", "--nnodes", "2", "--backend", "mpi", "--master-addr", "h", "--master-port",
-             "1234", "--", "true"},
-            2,
-            "lockstep run: --backend mpi runs on one node only; for several nodes use mpirun with a "
-            "hostfile directly"}),
+        BadCommandLine{"SeveralNodesWithoutStoreAddress",
+                       {"run", "-n", "1", "--nnodes", "2", "--node-rank", "1", "--", "true"},
+                       2,
+                       "lockstep run: --nnodes 2 needs --master-addr and --master-port so every node finds the "
+                       "same store"},
+        BadCommandLine{"MpiOnSeveralNodes",
+                       {"run", "-n", "1", "--nnodes", "2", "--backend", "mpi", "--master-addr", "h", "--master-port",
+                        "1234", "--", "true"},
+                       2,
+                       "lockstep run: --backend mpi runs on one node only; for several nodes use mpirun with a "
+                       "hostfile directly"}),
     [](const ::testing::TestParamInfo<BadCommandLine>& info) { return info.param.name; });
 
 TEST(LockstepRun, MpiBackendHandsTheJobToMpirun) {

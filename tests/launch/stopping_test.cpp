@@ -21,16 +21,14 @@ ToolProcess start_job(int workers, const std::string& pid_directory, const std::
   command.insert(command.end(), options.begin(), options.end());
   command.insert(command.end(), {"--", LAUNCH_PROBE});
   command.insert(command.end(), setup.begin(), setup.end());
-  command.insert(command.end(),
-                 {"pidfile", pid_directory, "await-pidfiles", pid_directory, std::to_string(workers)});
+  command.insert(command.end(), {"pidfile", pid_directory, "await-pidfiles", pid_directory, std::to_string(workers)});
   command.insert(command.end(), steps.begin(), steps.end());
   return ToolProcess(command);
 }
 
 void expect_all_gone(const std::vector<pid_t>& pids) {
   for (std::size_t rank = 0; rank < pids.size(); ++rank) {
-    EXPECT_FALSE(process_alive(pids[rank]))
-        << "rank " << rank << " (pid " << pids[rank] << ") outlived the launcher";
+    EXPECT_FALSE(process_alive(pids[rank])) << "rank " << rank << " (pid " << pids[rank] << ") outlived the launcher";
   }
 }
 
@@ -70,16 +68,15 @@ TEST(LockstepRunStops, AllWorkersWhenOneIsKilled) {
 TEST(LockstepRunStops, WorkersThatIgnoreSigtermWithSigkillAfterTheStopTimeout) {
   TemporaryDirectory pids_at;
   auto start = std::chrono::steady_clock::now();
-  ToolProcess launcher = start_job(3, pids_at.path(), {"--stop-timeout", "1"}, {"ignore-term"},
-                                   {"exit-on-rank", "0", "5", "sleep", "60"});
+  ToolProcess launcher =
+      start_job(3, pids_at.path(), {"--stop-timeout", "1"}, {"ignore-term"}, {"exit-on-rank", "0", "5", "sleep", "60"});
   std::vector<pid_t> pids = wait_for_pid_files(pids_at.path(), 3, kStartBound);
   ASSERT_EQ(pids.size(), 3u) << launcher.stderr_text();
 
   ASSERT_TRUE(launcher.wait_for_exit(kExitBound));
   EXPECT_LT(seconds_since(start), 10.0);
   EXPECT_EQ(launcher.exit_code(), 5);
-  EXPECT_TRUE(
-      contains(launcher.stderr_text(), "rank 0 (pid " + std::to_string(pids[0]) + ") exited with status 5"))
+  EXPECT_TRUE(contains(launcher.stderr_text(), "rank 0 (pid " + std::to_string(pids[0]) + ") exited with status 5"))
       << launcher.stderr_text();
   EXPECT_TRUE(contains(launcher.stderr_text(), "ranks 1, 2 did not stop within 1 s; sending SIGKILL"))
       << launcher.stderr_text();

@@ -30,9 +30,8 @@ LaunchOptions two_nodes_of_four() {
 TEST(WorkerEnvironment, GivesEachWorkerItsPlaceTorchrunStyle) {
   std::vector<std::string> environment =
       worker_environment({"HOME=/root", "PATH=/bin"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500);
-  for (const char* entry :
-       {"HOME=/root", "PATH=/bin", "RANK=6", "WORLD_SIZE=8", "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4",
-        "GROUP_RANK=1", "MASTER_ADDR=node0", "MASTER_PORT=29500", "LOCKSTEP_USE_AGENT_STORE=1"}) {
+  for (const char* entry : {"HOME=/root", "PATH=/bin", "RANK=6", "WORLD_SIZE=8", "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4",
+                            "GROUP_RANK=1", "MASTER_ADDR=node0", "MASTER_PORT=29500", "LOCKSTEP_USE_AGENT_STORE=1"}) {
     EXPECT_TRUE(has(environment, entry)) << entry;
   }
   EXPECT_FALSE(names(environment, "LOCKSTEP_BACKEND"));
@@ -41,11 +40,11 @@ TEST(WorkerEnvironment, GivesEachWorkerItsPlaceTorchrunStyle) {
 TEST(WorkerEnvironment, ReplacesInheritedValuesThatWouldContradictThePlace) {
   LaunchOptions options = two_nodes_of_four();
   options.backend = "gloo";
-  std::vector<std::string> environment = worker_environment(
-      {"RANK=99", "MASTER_PORT=1", "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "PMIX_RANK=3",
-       "OMPI_MCA_btl=self", "LOCKSTEP_RANK=0", "LOCKSTEP_LOCAL_WORLD_SIZE=1", "LOCKSTEP_BACKEND=mpi",
-       "LOCKSTEP_TIMEOUT=60", "RANKING=kept"},
-      options, WorkerRanks{5, 1}, 4242);
+  std::vector<std::string> environment =
+      worker_environment({"RANK=99", "MASTER_PORT=1", "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "PMIX_RANK=3",
+                          "OMPI_MCA_btl=self", "LOCKSTEP_RANK=0", "LOCKSTEP_LOCAL_WORLD_SIZE=1", "LOCKSTEP_BACKEND=mpi",
+                          "LOCKSTEP_TIMEOUT=60", "RANKING=kept"},
+                         options, WorkerRanks{5, 1}, 4242);
   EXPECT_TRUE(has(environment, "RANK=5"));
   EXPECT_FALSE(has(environment, "RANK=99"));
   EXPECT_TRUE(has(environment, "MASTER_PORT=4242"));
@@ -103,8 +102,8 @@ TEST(WorkerEnvironment, TellsWorkersWhetherTheLaunchersStdoutIsATerminal) {
   const auto piped = worker_environment({"LOCKSTEP_TERMINAL=1"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500);
   EXPECT_TRUE(has(piped, "LOCKSTEP_TERMINAL=0"));
   EXPECT_FALSE(has(piped, "LOCKSTEP_TERMINAL=1"));
-  const auto terminal = worker_environment({"LOCKSTEP_TERMINAL=0"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500,
-                                           0, /*stdout_is_terminal=*/true);
+  const auto terminal = worker_environment({"LOCKSTEP_TERMINAL=0"}, two_nodes_of_four(), WorkerRanks{6, 2}, 29500, 0,
+                                           /*stdout_is_terminal=*/true);
   EXPECT_TRUE(has(terminal, "LOCKSTEP_TERMINAL=1"));
   EXPECT_FALSE(has(terminal, "LOCKSTEP_TERMINAL=0"));
 }

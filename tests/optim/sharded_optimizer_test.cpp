@@ -25,8 +25,9 @@ std::vector<std::string> outputs_of_processes(int n, const std::string& scenario
 
 void expect_every_replica_ok(int n, const std::string& scenario) {
   std::vector<int> codes(n, -1);
-  run_replicas(n, [&](ProcessGroup group) { codes[group.rank()] = run_sharded_scenario(scenario); },
-               ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
+  run_replicas(
+      n, [&](ProcessGroup group) { codes[group.rank()] = run_sharded_scenario(scenario); },
+      ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
   EXPECT_EQ(codes, std::vector<int>(n, 0)) << scenario << " on " << n << " replicas";
 }
 
@@ -42,17 +43,19 @@ TEST(ShardedOptimizer, MatchesTheUnshardedOptimizerOnTwoAndThreeReplicas) {
 
 TEST(ShardedOptimizer, ParametersThatDifferBetweenRanksAreNamedOnEveryRank) {
   for (const auto& output : outputs_of_processes(3, "sharded-different-parameters")) {
-    EXPECT_TRUE(contains(output, "MismatchError: lockstep::ShardedOptimizer: rank 1's optimizer differs from rank 0's "
-                                 "at param group 0, parameter 0: [33, 8] float32 on rank 1 vs [32, 8] float32 on rank 0"))
+    EXPECT_TRUE(contains(output,
+                         "MismatchError: lockstep::ShardedOptimizer: rank 1's optimizer differs from rank 0's "
+                         "at param group 0, parameter 0: [33, 8] float32 on rank 1 vs [32, 8] float32 on rank 0"))
         << output;
   }
 }
 
 TEST(ShardedOptimizer, RefusesLbfgsInOneLine) {
   for (const auto& output : outputs_of_processes(2, "sharded-lbfgs")) {
-    EXPECT_TRUE(contains(output, "ConfigError: lockstep::ShardedOptimizer cannot shard torch::optim::LBFGS, whose line "
-                                 "search needs dot products over every parameter; use DistributedOptimizer<LBFGS>; it "
-                                 "shards SGD, Adam, AdamW, RMSprop and Adagrad\n"))
+    EXPECT_TRUE(contains(output,
+                         "ConfigError: lockstep::ShardedOptimizer cannot shard torch::optim::LBFGS, whose line "
+                         "search needs dot products over every parameter; use DistributedOptimizer<LBFGS>; it "
+                         "shards SGD, Adam, AdamW, RMSprop and Adagrad\n"))
         << output;
   }
 }

@@ -114,8 +114,9 @@ StateFields fields_of(torch::optim::OptimizerParamState& state) {
 
 // Every parameter's state the same, bit for bit, in both optimizers.
 template <typename Kind>
-void expect_same_state(torch::optim::Optimizer& got, torch::optim::Optimizer& want, const std::vector<Tensor>& got_params,
-                       const std::vector<Tensor>& want_params, const std::string& what) {
+void expect_same_state(torch::optim::Optimizer& got, torch::optim::Optimizer& want,
+                       const std::vector<Tensor>& got_params, const std::vector<Tensor>& want_params,
+                       const std::string& what) {
   using StateMap = std::decay_t<decltype(got.state())>;
   for (size_t i = 0; i < got_params.size(); ++i) {
     const std::string param = what + ": parameter " + std::to_string(i);
@@ -128,7 +129,8 @@ void expect_same_state(torch::optim::Optimizer& got, torch::optim::Optimizer& wa
     const StateFields mine = fields_of<Kind>(*found->second), theirs = fields_of<Kind>(*wanted->second);
     if (mine.labels != theirs.labels) fail(param + "'s state fields differ");
     for (size_t k = 0; k < mine.tensors.size() && k < theirs.tensors.size(); ++k) {
-      if (!torch::equal(mine.tensors[k], theirs.tensors[k])) fail(param + "'s state tensor " + std::to_string(k) + " differs");
+      if (!torch::equal(mine.tensors[k], theirs.tensors[k]))
+        fail(param + "'s state tensor " + std::to_string(k) + " differs");
     }
   }
 }
@@ -152,8 +154,10 @@ void equivalence_of(const Options& options, Variant variant) {
     ++step;
     for (size_t i = 0; i < plain_params.size(); ++i) {
       if (!torch::equal(plain_params[i], sharded_params[i])) {
-        fail(what + " step " + std::to_string(step) + ": parameter " + std::to_string(i) + " differs from the unsharded "
-             "optimizer's by " + std::to_string((plain_params[i] - sharded_params[i]).abs().max().item<double>()));
+        fail(what + " step " + std::to_string(step) + ": parameter " + std::to_string(i) +
+             " differs from the unsharded "
+             "optimizer's by " +
+             std::to_string((plain_params[i] - sharded_params[i]).abs().max().item<double>()));
         return;
       }
     }
@@ -183,7 +187,8 @@ void equivalence_of(const Options& options, Variant variant) {
   sharded.train(2 * kSteps + 1, 0, Variant::plain);
   if (sharded.optimizer->state().size() != owned) fail(what + ": kept others' state after the step");
   for (size_t i = 0; i < plain_params.size(); ++i) {
-    if (!torch::equal(plain_params[i], sharded_params[i])) fail(what + ": parameter " + std::to_string(i) + " differs after consolidating");
+    if (!torch::equal(plain_params[i], sharded_params[i]))
+      fail(what + ": parameter " + std::to_string(i) + " differs after consolidating");
   }
 }
 

@@ -61,7 +61,8 @@ NginxServer::NginxServer(const std::string& folder, bool https) : https_(https) 
          << "  scgi_temp_path " << state << "/scgi;\n  default_type application/octet-stream;\n"
          << "  server {\n    listen 127.0.0.1:" << port_ << (https ? " ssl" : "") << ";\n    root " << folder << ";\n"
          << "    location /forbidden/ { deny all; }\n";
-  if (https) config << "    ssl_certificate " << state << "/cert.pem;\n    ssl_certificate_key " << state << "/key.pem;\n";
+  if (https)
+    config << "    ssl_certificate " << state << "/cert.pem;\n    ssl_certificate_key " << state << "/key.pem;\n";
   config << "  }\n}\n";
   config.close();
 
@@ -83,6 +84,8 @@ NginxServer::NginxServer(const std::string& folder, bool https) : https_(https) 
 
 NginxServer::~NginxServer() = default;  // the ToolProcess SIGKILLs nginx
 
-std::string NginxServer::url() const { return std::string(https_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_); }
+std::string NginxServer::url() const {
+  return std::string(https_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_);
+}
 
 }  // namespace lockstep::testing

@@ -20,7 +20,8 @@ SlurmCluster::SlurmCluster() {
   const Finished up = run_process({"bash", SLURM_CLUSTER_SCRIPT, "up", folder_.path()}, {}, std::chrono::seconds(60));
   if (up.exit_code != 0) {
     why_not_ = trimmed(up.output);
-    if (why_not_.empty()) why_not_ = "tests/support/slurm_cluster.sh up failed with status " + std::to_string(up.exit_code);
+    if (why_not_.empty())
+      why_not_ = "tests/support/slurm_cluster.sh up failed with status " + std::to_string(up.exit_code);
     return;
   }
   for (const std::string& line : lines_of(up.output)) {
@@ -29,7 +30,9 @@ SlurmCluster::SlurmCluster() {
   }
 }
 
-SlurmCluster::~SlurmCluster() { run_process({"bash", SLURM_CLUSTER_SCRIPT, "down", folder_.path()}, {}, std::chrono::seconds(60)); }
+SlurmCluster::~SlurmCluster() {
+  run_process({"bash", SLURM_CLUSTER_SCRIPT, "down", folder_.path()}, {}, std::chrono::seconds(60));
+}
 
 std::string SlurmCluster::host(int node) const { return cluster_.at(node == 0 ? "HOST1" : "HOST2"); }
 
@@ -47,7 +50,8 @@ Finished SlurmCluster::client(const std::vector<std::string>& command, const Env
   return run_process(on(0, command), with_conf, std::chrono::seconds(30));
 }
 
-std::string SlurmCluster::submit(const std::string& script, const std::vector<std::string>& options, const Env& env) const {
+std::string SlurmCluster::submit(const std::string& script, const std::vector<std::string>& options,
+                                 const Env& env) const {
   static int scripts = 0;
   const std::string file = folder() + "/job-" + std::to_string(++scripts) + ".sh";
   std::ofstream(file) << "#!/bin/bash\n" << script << "\n";

@@ -62,8 +62,8 @@ void PreparedProgram::exec() const {
   _exit(126);
 }
 
-ToolProcess::ToolProcess(const std::vector<std::string>& command,
-                         const std::vector<std::string>& extra_environment, const InheritFilter& inherit) {
+ToolProcess::ToolProcess(const std::vector<std::string>& command, const std::vector<std::string>& extra_environment,
+                         const InheritFilter& inherit) {
   const PreparedProgram program(command, environment_with(extra_environment, inherit));
   std::string stdout_path = output_directory_.path() + "/stdout";
   std::string stderr_path = output_directory_.path() + "/stderr";
@@ -122,8 +122,7 @@ TemporaryDirectory::~TemporaryDirectory() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count,
-                                      std::chrono::milliseconds timeout) {
+std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::vector<pid_t> pids;
@@ -162,9 +161,7 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::vector<double> numbers_on_lines(const std::string& text, const std::string& pattern) {
   const std::regex line(pattern);

@@ -54,8 +54,7 @@ class PreparedProgram {
 /// environment. A process still running when this is destroyed is SIGKILLed.
 class ToolProcess {
  public:
-  ToolProcess(const std::vector<std::string>& command,
-              const std::vector<std::string>& extra_environment = {},
+  ToolProcess(const std::vector<std::string>& command, const std::vector<std::string>& extra_environment = {},
               const InheritFilter& inherit = nullptr);
   ~ToolProcess();
 
@@ -80,8 +79,7 @@ class ToolProcess {
 };
 
 /// The pids in DIR/rank<r>.pid for r in [0, count), once all exist; empty after `timeout`.
-std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count,
-                                      std::chrono::milliseconds timeout);
+std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count, std::chrono::milliseconds timeout);
 
 /// Whether `pid` is a live process (a zombie counts as gone).
 bool process_alive(pid_t pid);

@@ -16,17 +16,15 @@ namespace lockstep::testing {
 bool is_launcher_variable(const std::string& entry) {
   // Where this machine keeps a dataset is no launcher's setting (gpu-check sets it).
   if (entry.rfind("LOCKSTEP_DATA_PATH_", 0) == 0) return false;
-  for (const char* prefix : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
-                             "MASTER_ADDR=", "MASTER_PORT=", "OMPI_", "PMIX_", "SLURM_",
-                             "LOCKSTEP_", "TORCHELASTIC_"}) {
+  for (const char* prefix : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+                             "OMPI_", "PMIX_", "SLURM_", "LOCKSTEP_", "TORCHELASTIC_"}) {
     if (entry.rfind(prefix, 0) == 0) return true;
   }
   return false;
 }
 
 std::vector<Finished> run_processes(int n, const std::vector<std::string>& argv,
-                                    const std::function<Env(int rank)>& env_for,
-                                    std::chrono::seconds deadline) {
+                                    const std::function<Env(int rank)>& env_for, std::chrono::seconds deadline) {
   std::vector<std::unique_ptr<ToolProcess>> processes;
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> extra;
@@ -45,9 +43,10 @@ std::vector<Finished> run_processes(int n, const std::vector<std::string>& argv,
   return results;
 }
 
-Finished run_process(const std::vector<std::string>& argv, const Env& env,
-                     std::chrono::seconds deadline) {
-  return run_processes(1, argv, [&](int) { return env; }, deadline).at(0);
+Finished run_process(const std::vector<std::string>& argv, const Env& env, std::chrono::seconds deadline) {
+  return run_processes(
+             1, argv, [&](int) { return env; }, deadline)
+      .at(0);
 }
 
 std::function<Env(int rank)> tcp_world(int n, Env extra) {
@@ -73,9 +72,7 @@ std::function<Env(int rank)> file_world(int n, Env extra) {
   };
 }
 
-std::vector<std::string> mpirun(int n) {
-  return {MPIRUN, "-n", std::to_string(n), "--oversubscribe"};
-}
+std::vector<std::string> mpirun(int n) { return {MPIRUN, "-n", std::to_string(n), "--oversubscribe"}; }
 
 Env mpirun_env(Env extra) {
   extra["OMPI_ALLOW_RUN_AS_ROOT"] = "1";

@@ -31,9 +31,11 @@ struct Trained {
 Trained cnn(uint64_t seed) {
   torch::manual_seed(seed);
   auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
-  auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto optimizer =
+      std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   // One step, so that the optimizer has momentum buffers to save.
-  torch::nn::functional::cross_entropy(model->forward(torch::rand({4, 1, 28, 28})), torch::tensor({1, 2, 3, 4})).backward();
+  torch::nn::functional::cross_entropy(model->forward(torch::rand({4, 1, 28, 28})), torch::tensor({1, 2, 3, 4}))
+      .backward();
   optimizer->step();
   return {model, optimizer};
 }
@@ -86,7 +88,8 @@ TEST(Checkpoint, KeepsTheNewestAndIgnoresUnfinishedFiles) {
   const CheckpointFolder folder(dir.path(), 2);
   for (int64_t step : {10, 20, 30}) folder.save(*s.model, *s.optimizer, {{0, 0, step, 1}, "cnn", {}});
   std::ofstream(dir.path() + "/step-0000000040.pt.tmp") << "half a checkpoint";
-  EXPECT_EQ(folder.list(), (std::vector<std::string>{dir.path() + "/step-0000000020.pt", dir.path() + "/step-0000000030.pt"}));
+  EXPECT_EQ(folder.list(),
+            (std::vector<std::string>{dir.path() + "/step-0000000020.pt", dir.path() + "/step-0000000030.pt"}));
   EXPECT_EQ(folder.latest(), dir.path() + "/step-0000000030.pt");
 }
 
@@ -134,9 +137,26 @@ TEST(Checkpoint, SigkillWhileWritingNeverLeavesTheLatestCorruptOrMissing) {
   // Each attempt resumes the run, so once a first checkpoint exists every later kill is checked.
   int checked = 0;
   for (int attempt = 0; attempt < 12 && checked < 4; ++attempt) {
-    const std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "-n", "1", "--model", "resnet18", "--limit", "256",
-                                              "--val-limit", "16", "--batch-size", "4", "--epochs", "1",
-                                              "--checkpoint-every", "1", "--keep", "2", "--out", out.path() + "/run",
+    const std::vector<std::string> command = {LOCKSTEP_TOOL,
+                                              "train",
+                                              "-n",
+                                              "1",
+                                              "--model",
+                                              "resnet18",
+                                              "--limit",
+                                              "256",
+                                              "--val-limit",
+                                              "16",
+                                              "--batch-size",
+                                              "4",
+                                              "--epochs",
+                                              "1",
+                                              "--checkpoint-every",
+                                              "1",
+                                              "--keep",
+                                              "2",
+                                              "--out",
+                                              out.path() + "/run",
                                               "--resume"};
     // As one rank of a launch, so that SIGKILL hits the process that writes.
     const std::string port = std::to_string(testing::free_port());
@@ -148,7 +168,8 @@ TEST(Checkpoint, SigkillWhileWritingNeverLeavesTheLatestCorruptOrMissing) {
     // second here): a random moment after that falls anywhere in writing, however long the
     // start took on a loaded machine.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (folder.list() == before && testing::process_alive(run.pid()) && std::chrono::steady_clock::now() < deadline) {
+    while (folder.list() == before && testing::process_alive(run.pid()) &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(random() % 2000));

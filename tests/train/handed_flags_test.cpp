@@ -15,7 +15,7 @@ struct Settings {
   int workers = 2;
   uint64_t seed = 0;
   double lr = 0.05;
-  bool scale = false;   // an option: --scale true
+  bool scale = false;    // an option: --scale true
   bool augment = false;  // a flag: --augment
   int restarts = 0;      // kept by the starting process
 
@@ -45,7 +45,8 @@ Settings parsed(std::vector<std::string> arguments) {
 }
 
 TEST(HandedFlags, HandOnEveryValueButTheKeptOnesAndEmptyStrings) {
-  const Settings given = parsed({"-n", "4", "--lr", "0.1", "--augment", "--restarts", "3", "--seed", "18446744073709551615"});
+  const Settings given =
+      parsed({"-n", "4", "--lr", "0.1", "--augment", "--restarts", "3", "--seed", "18446744073709551615"});
   EXPECT_EQ(given.flags.arguments(given),
             (std::vector<std::string>{"--name", "default", "--workers", "4", "--seed", "18446744073709551615", "--lr",
                                       "0.10000000000000001", "--scale", "false", "--augment"}));

@@ -79,9 +79,9 @@ TEST(Models, MlpHasOneLinearPerHiddenWidth) {
 
 TEST(Models, ResNetUsesTorchvisionParameterNames) {
   const auto resnet18 = parameter_names(make_model("resnet18", mnist_like()));
-  for (const char* name : {"conv1.weight", "bn1.weight", "bn1.bias", "layer1.1.conv2.weight",
-                           "layer2.0.downsample.0.weight", "layer2.0.downsample.1.bias", "layer4.1.bn2.weight",
-                           "fc.weight", "fc.bias"}) {
+  for (const char* name :
+       {"conv1.weight", "bn1.weight", "bn1.bias", "layer1.1.conv2.weight", "layer2.0.downsample.0.weight",
+        "layer2.0.downsample.1.bias", "layer4.1.bn2.weight", "fc.weight", "fc.bias"}) {
     EXPECT_EQ(resnet18.count(name), 1u) << name;
   }
   EXPECT_EQ(resnet18.count("layer1.0.downsample.0.weight"), 0u) << "64 → 64 at stride 1 needs no shortcut";

@@ -24,7 +24,12 @@ std::vector<Record> a_run() {
   std::vector<Record> records;
   for (int step = 100; step <= 1000; step += 100) {
     const double progress = (step - 100) / 900.0;
-    records.push_back({"train", step <= 500 ? 1 : 2, 2, step, 1000, step * 0.1,
+    records.push_back({"train",
+                       step <= 500 ? 1 : 2,
+                       2,
+                       step,
+                       1000,
+                       step * 0.1,
                        {{"loss", 2.3 - 1.9 * progress}, {"top1", 0.1 + 0.8 * progress}}});
     if (step % 500 == 0) {
       const double loss = 2.0 - step / 1000.0;
@@ -61,7 +66,7 @@ TEST(Plot, TwoPanelsWithTrainAndValCurvesAxesAndLegend) {
   const std::string svg = train::render_curves_svg(a_run(), "resnet18 on fashion-mnist");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
-  EXPECT_EQ(count(svg, "<polyline"), 4u);  // train and val, in each panel
+  EXPECT_EQ(count(svg, "<polyline"), 4u);    // train and val, in each panel
   EXPECT_EQ(count(svg, "<circle"), 4u + 1);  // two val points per panel, one in the legend
   EXPECT_TRUE(contains(svg, ">resnet18 on fashion-mnist</text>"));
   EXPECT_EQ(count(svg, ">step</text>"), 2u);
@@ -90,7 +95,7 @@ TEST(Plot, TickLabelsAreRoundNumbers) {
   for (int step = 1; step <= 3; ++step) small.push_back({"train", 1, 1, step, 3, 0, {{"loss", 0.031 + 0.002 * step}}});
   EXPECT_EQ(labels(train::render_curves_svg(small, "run"), "end"),
             (std::vector<std::string>{"0.033", "0.034", "0.035", "0.036", "0.037",  // loss
-                                      "0.00", "0.25", "0.50", "0.75", "1.00"}));      // no data: 0..1
+                                      "0.00", "0.25", "0.50", "0.75", "1.00"}));    // no data: 0..1
 }
 
 TEST(Plot, SinglePointsMissingValuesAndNanAreDrawnOrSkipped) {
@@ -101,7 +106,7 @@ TEST(Plot, SinglePointsMissingValuesAndNanAreDrawnOrSkipped) {
   };
   const std::string svg = train::render_curves_svg(records, "one point");
   EXPECT_EQ(count(svg, "<polyline"), 1u);
-  EXPECT_EQ(count(svg, "<circle"), 1u + 1);  // the lone train point, and the legend's
+  EXPECT_EQ(count(svg, "<circle"), 1u + 1);       // the lone train point, and the legend's
   EXPECT_TRUE(contains(svg, ">no data</text>"));  // no accuracy at all
   EXPECT_FALSE(contains(svg, "nan"));
   EXPECT_FALSE(contains(svg, "inf"));

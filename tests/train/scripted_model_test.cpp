@@ -34,8 +34,8 @@ std::string scripted_model(const std::string& out, std::vector<std::string> argu
 }
 
 std::vector<std::string> small_run(const std::string& model, const std::string& out) {
-  return {LOCKSTEP_TOOL, "train", "--model", model, "-n", "2", "--epochs", "1", "--limit", "512", "--val-limit", "256",
-          "--batch-size", "32", "--out", out};
+  return {LOCKSTEP_TOOL, "train", "--model",     model, "-n",           "2",  "--epochs", "1",
+          "--limit",     "512",   "--val-limit", "256", "--batch-size", "32", "--out",    out};
 }
 
 TEST(ScriptedModule, HoldsTheScriptedTensorsUnderPythonsNames) {
@@ -44,10 +44,10 @@ TEST(ScriptedModule, HoldsTheScriptedTensorsUnderPythonsNames) {
   ScriptedModule module(script);
   std::vector<std::string> names;
   for (const auto& item : module->named_parameters()) names.push_back(item.key());
-  EXPECT_EQ(names, (std::vector<std::string>{"features.0.weight", "features.0.bias", "features.1.weight",
-                                             "features.1.bias", "features.4.weight", "features.4.bias",
-                                             "features.5.weight", "features.5.bias", "classifier.weight",
-                                             "classifier.bias"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"features.0.weight", "features.0.bias", "features.1.weight", "features.1.bias",
+                                      "features.4.weight", "features.4.bias", "features.5.weight", "features.5.bias",
+                                      "classifier.weight", "classifier.bias"}));
   EXPECT_EQ(module->named_buffers().size(), 6u);  // running mean, variance and count of 2 BatchNorms
   // The same tensors, not copies: a change through one is seen through the other.
   torch::NoGradGuard no_grad;
@@ -79,7 +79,8 @@ TEST(ScriptedModule, DdpOnTwoReplicasGivesTheGradientOfTheCombinedBatch) {
         .backward();
     size_t i = 0;
     for (const auto& parameter : script.parameters()) {  // the scripted module's own tensors
-      EXPECT_TRUE(torch::allclose(parameter.grad(), expected[i], 1e-5, 1e-7)) << "rank " << group.rank() << " parameter " << i;
+      EXPECT_TRUE(torch::allclose(parameter.grad(), expected[i], 1e-5, 1e-7))
+          << "rank " << group.rank() << " parameter " << i;
       ++i;
     }
   });
@@ -99,8 +100,9 @@ TEST(ScriptedModel, APythonCnnReaches89PercentInTwoEpochsAndResumesBitExactly) {
 // sums each element in an order its place in the bucket decides), and end with the bits of
 // a run never stopped. A large constant rate carries a gradient's last bit into the weights.
 std::vector<std::string> reordered_job(const std::string& model, const std::string& out) {
-  return {"train", "--model", model, "--epochs", "1", "--limit", "960", "--val-limit", "64", "--batch-size", "32",
-          "--bucket-cap-mb", "0.01", "--lr", "0.2", "--warmup-steps", "0", "--schedule", "constant", "--out", out};
+  return {"train", "--model",      model,      "--epochs",        "1",    "--limit", "960", "--val-limit",
+          "64",    "--batch-size", "32",       "--bucket-cap-mb", "0.01", "--lr",    "0.2", "--warmup-steps",
+          "0",     "--schedule",   "constant", "--out",           out};
 }
 
 // `run(out, extra)` runs the job into DIR/out: whole, then stopped after `stop_step` and
@@ -137,9 +139,20 @@ TEST(ResumedRun, ReducesInTheRebuiltBucketsOnTwoNamespacedHostsOfTwo) {
     const std::string port = std::to_string(testing::free_port());
     std::vector<std::unique_ptr<testing::ToolProcess>> nodes;
     for (int host = 0; host < 2; ++host) {
-      std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "2", "--node-rank",
-                                          std::to_string(host), "--master-addr", hosts.address(0), "--master-port",
-                                          port, "--", LOCKSTEP_TOOL};
+      std::vector<std::string> command = {LOCKSTEP_TOOL,
+                                          "run",
+                                          "-n",
+                                          "2",
+                                          "--nnodes",
+                                          "2",
+                                          "--node-rank",
+                                          std::to_string(host),
+                                          "--master-addr",
+                                          hosts.address(0),
+                                          "--master-port",
+                                          port,
+                                          "--",
+                                          LOCKSTEP_TOOL};
       for (const auto& part : reordered_job(model, dir.path() + "/" + out)) command.push_back(part);
       command.insert(command.end(), extra.begin(), extra.end());
       nodes.push_back(std::make_unique<testing::ToolProcess>(hosts.on(host, command),
@@ -157,7 +170,8 @@ TEST(Export, PythonLoadsTheStateDictOfABuiltInModelExactly) {
   TemporaryDirectory dir;
   const auto trained = run_process(small_run("cnn", dir.path() + "/run"));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  const auto exported = run_process({LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/weights.pt"});
+  const auto exported =
+      run_process({LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/weights.pt"});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   EXPECT_TRUE(contains(exported.output, "the state dict")) << exported.output;
   expect_same_weights(python_weights("state-dict", dir.path() + "/weights.pt"),
@@ -169,7 +183,8 @@ TEST(Export, PythonLoadsTheTrainedScriptedModuleExactly) {
   const std::string model = scripted_model(dir.path() + "/cnn.pt");
   const auto trained = run_process(small_run(model, dir.path() + "/run"));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  const auto exported = run_process({LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/trained.pt"});
+  const auto exported =
+      run_process({LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/trained.pt"});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   EXPECT_TRUE(contains(exported.output, "the TorchScript module")) << exported.output;
   const auto checkpoint = checkpoint_weights(newest_checkpoint(dir.path() + "/run"));
@@ -177,8 +192,8 @@ TEST(Export, PythonLoadsTheTrainedScriptedModuleExactly) {
   EXPECT_NE(python_weights("script", model), checkpoint) << "the export holds the untrained weights";
 
   // --state-dict gives the same tensors as a plain dict.
-  const auto as_dict = run_process(
-      {LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/dict.pt", "--state-dict"});
+  const auto as_dict =
+      run_process({LOCKSTEP_TOOL, "export", dir.path() + "/run", "--out", dir.path() + "/dict.pt", "--state-dict"});
   ASSERT_EQ(as_dict.exit_code, 0) << as_dict.output;
   expect_same_weights(python_weights("state-dict", dir.path() + "/dict.pt"), checkpoint);
 }

@@ -79,7 +79,8 @@ std::vector<torch::Tensor> adam_state(torch::optim::Optimizer& optimizer) {
   return flat;
 }
 
-void expect_same_state(const std::vector<torch::Tensor>& got, const std::vector<torch::Tensor>& want, const std::string& what) {
+void expect_same_state(const std::vector<torch::Tensor>& got, const std::vector<torch::Tensor>& want,
+                       const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << what << ": state tensor " << i;
 }
@@ -160,7 +161,8 @@ TEST_F(ShardedCheckpoint, AMissingOrTruncatedShardIsOneLineNamingTheFile) {
   errors = resume_on(3);  // rank 0 reads shard 0 only; ranks 1 and 2 need shard 1
   for (const auto& e : errors) {
     EXPECT_TRUE(contains(e, shard(1) + ": no such optimizer shard; a sharded checkpoint needs the shard of every rank "
-                         "that wrote it")) << e;
+                                       "that wrote it"))
+        << e;
   }
 }
 
@@ -176,7 +178,8 @@ TEST_F(ShardedCheckpoint, ACheckpointOfAnotherModelNamesTheFirstDifferingParamet
       errors[lockstep::rank()] = e.what();
     }
   });
-  for (const auto& e : errors) EXPECT_TRUE(contains(e, "parameter '0.bias' has shape [32] there but [30] in this model")) << e;
+  for (const auto& e : errors)
+    EXPECT_TRUE(contains(e, "parameter '0.bias' has shape [32] there but [30] in this model")) << e;
 }
 
 TEST_F(ShardedCheckpoint, OlderCheckpointsGoWithTheirShards) {

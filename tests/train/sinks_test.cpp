@@ -24,9 +24,7 @@ Record train_record() {
   return {"train", 2, 5, 1234, 4690, 83.25, {{"loss", 0.34123}, {"top1", 0.881}, {"samples_per_second", 1320.4}}};
 }
 
-Record val_record() {
-  return {"val", 2, 5, 1876, 4690, 120.5, {{"loss", 0.3012}, {"top1", 0.894}, {"top5", 0.998}}};
-}
+Record val_record() { return {"val", 2, 5, 1876, 4690, 120.5, {{"loss", 0.3012}, {"top1", 0.894}, {"top5", 0.998}}}; }
 
 std::string file_text(const std::string& path) {
   std::ifstream file(path);
@@ -136,8 +134,9 @@ TEST(Csv, ARecordWithOtherValuesNamesFileAndColumns) {
   const std::string path = dir.path() + "/metrics.csv";
   auto sink = train::csv_sink(path);
   sink->write({"train", 1, 2, 50, 100, 12.5, {{"loss", 0.5}, {"samples_per_second", 900}}});
-  const std::string message =
-      error_of<Error>([&] { sink->write({"val", 1, 2, 50, 100, 14.0, {{"loss", 0.375}, {"top5", 0.9}}}); });
+  const std::string message = error_of<Error>([&] {
+    sink->write({"val", 1, 2, 50, 100, 14.0, {{"loss", 0.375}, {"top5", 0.9}}});
+  });
   EXPECT_TRUE(contains(message, path + ": a val record has values loss,top5 but the CSV columns are "
                                        "loss,samples_per_second"))
       << message;

@@ -149,9 +149,7 @@ std::vector<Event> read_events(const std::string& path) {
   return events;
 }
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 TEST(TensorBoard, Crc32cMatchesTheStandardCheckValues) {
   EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
@@ -181,9 +179,11 @@ TEST(TensorBoard, EventFileReadsBackWithTagsStepsAndValues) {
   EXPECT_GE(events[0].wall_time, before - 1);
   EXPECT_LE(events[0].wall_time, now() + 1);
 
-  const std::vector<std::tuple<int64_t, std::string, float>> expected = {
-      {10, "train/loss", 2.302585f}, {10, "train/top1", 0.125f}, {20, "val/loss", 1.75f},
-      {40, "train/loss", -0.0f},     {40, "train/lr", 1e-7f}};
+  const std::vector<std::tuple<int64_t, std::string, float>> expected = {{10, "train/loss", 2.302585f},
+                                                                         {10, "train/top1", 0.125f},
+                                                                         {20, "val/loss", 1.75f},
+                                                                         {40, "train/loss", -0.0f},
+                                                                         {40, "train/lr", 1e-7f}};
   for (size_t i = 0; i < expected.size(); ++i) {
     const Event& event = events.at(i + 1);
     EXPECT_EQ(event.step, std::get<0>(expected[i])) << "event " << i + 1;

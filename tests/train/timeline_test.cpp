@@ -29,8 +29,9 @@ constexpr int kCollectivesTrack = 3, kBucketsTrack = 2, kTrainingTrack = 1;
 // 16 steps on 2 workers: 1024 examples in batches of 32 a worker, one epoch.
 testing::Finished train_with_timeline(const std::string& out, const std::vector<std::string>& extra = {},
                                       const Env& env = {}) {
-  std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--limit", "1024", "--val-limit", "128", "--batch-size",
-                                      "32", "--epochs", "1", "--log-every", "4", "-n", "2", "--timeline", "--out", out};
+  std::vector<std::string> command = {
+      LOCKSTEP_TOOL, "train",       "--limit", "1024", "--val-limit", "128",        "--batch-size", "32", "--epochs",
+      "1",           "--log-every", "4",       "-n",   "2",           "--timeline", "--out",        out};
   command.insert(command.end(), extra.begin(), extra.end());
   return run_process(command, env);
 }
@@ -79,7 +80,8 @@ void expect_every_collective_and_bucket_of_each_step(const Json& events) {
     if (e["ph"] != "X") continue;
     if (e["tid"] == kCollectivesTrack && e["args"]["group"] == "world") {
       EXPECT_TRUE(collectives[e["pid"]].insert(e["args"]["seq"].get<int64_t>()).second) << "twice: " << e.dump();
-      for (const char* key : {"dtype", "bytes", "transport", "queued_us"}) EXPECT_TRUE(e["args"].contains(key)) << e.dump();
+      for (const char* key : {"dtype", "bytes", "transport", "queued_us"})
+        EXPECT_TRUE(e["args"].contains(key)) << e.dump();
     }
     if (e["tid"] == kBucketsTrack) buckets[e["pid"]].push_back(e["ts"].get<double>() + e["dur"].get<double>());
   }
@@ -99,7 +101,8 @@ void expect_every_collective_and_bucket_of_each_step(const Json& events) {
     const int64_t first = e["args"]["first_collective"], count = e["args"]["collectives"];
     EXPECT_GT(count, 0);
     for (int64_t seq = first; seq < first + count; ++seq) {
-      EXPECT_EQ(collectives[rank].count(seq), 1u) << "rank " << rank << ": collective #" << seq << " is not in the trace";
+      EXPECT_EQ(collectives[rank].count(seq), 1u)
+          << "rank " << rank << ": collective #" << seq << " is not in the trace";
     }
     const double started = step_started[rank], ended = e["ts"];
     const auto in_step = std::count_if(buckets[rank].begin(), buckets[rank].end(),
@@ -123,7 +126,8 @@ TEST(Timeline, TwoProcessesAndTwoThreadsWriteTracesHoldingEveryBucketAndCollecti
     std::ifstream metrics(out + "/metrics.jsonl");
     std::string first;
     std::getline(metrics, first);
-    for (const char* key : {"step_data_ms", "step_compute_ms", "step_comm_ms"}) EXPECT_TRUE(contains(first, key)) << first;
+    for (const char* key : {"step_data_ms", "step_compute_ms", "step_comm_ms"})
+      EXPECT_TRUE(contains(first, key)) << first;
   }
 }
 
@@ -131,8 +135,9 @@ TEST(Timeline, TwoProcessesAndTwoThreadsWriteTracesHoldingEveryBucketAndCollecti
 // the summary both name it, with the reason.
 TEST(Timeline, ARankSlowedOnPurposeIsNamedWithTheReasonLiveAndInTheSummary) {
   TemporaryDirectory dir;
-  for (const auto& [part, reason, notice] : {std::tuple<std::string, std::string, std::string>{"data", "data", "waiting for data"},
-                                              {"compute", "compute", "compute"}}) {
+  for (const auto& [part, reason, notice] :
+       {std::tuple<std::string, std::string, std::string>{"data", "data", "waiting for data"},
+        {"compute", "compute", "compute"}}) {
     SCOPED_TRACE(part);
     const std::string out = dir.path() + "/" + part;
     // 150 ms a step: more than a step takes on a loaded 2-core machine, so rank 1 is behind
@@ -210,7 +215,8 @@ TEST(Timeline, FilesRecordTheirFormatAndANewerOneIsRefusedNamingTheFile) {
   const std::string out = dir.path() + "/run";
   ASSERT_EQ(train_with_timeline(out).exit_code, 0);
   const Json events = read_json(out + "/timeline.json");  // merged: each rank's metadata kept
-  const auto format = std::find_if(events.begin(), events.end(), [](const Json& e) { return e["name"] == "lockstep_timeline"; });
+  const auto format =
+      std::find_if(events.begin(), events.end(), [](const Json& e) { return e["name"] == "lockstep_timeline"; });
   ASSERT_NE(format, events.end());
   EXPECT_EQ((*format)["args"]["version"], 1);
 
@@ -234,14 +240,17 @@ TEST(Timeline, PlotDrawsAValidSvgOfThreePartsPerStep) {
   const auto plotted = run_process({LOCKSTEP_TOOL, "plot", out});
   ASSERT_EQ(plotted.exit_code, 0) << plotted.output;
   EXPECT_TRUE(contains(plotted.output, "timeline.svg (16 steps)")) << plotted.output;
-  const auto parsed = run_process({PYTHON, "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])", out + "/timeline.svg"});
+  const auto parsed = run_process(
+      {PYTHON, "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])", out + "/timeline.svg"});
   EXPECT_EQ(parsed.exit_code, 0) << parsed.output;
   std::ifstream in(out + "/timeline.svg");
   std::stringstream svg;
   svg << in.rdbuf();
   for (const std::string color : {"#4e79a7", "#59a14f", "#e15759"}) {  // data wait, compute, exposed communication
     size_t bars = 0;
-    for (size_t at = svg.str().find("fill=\"" + color); at != std::string::npos; at = svg.str().find("fill=\"" + color, at + 1)) ++bars;
+    for (size_t at = svg.str().find("fill=\"" + color); at != std::string::npos;
+         at = svg.str().find("fill=\"" + color, at + 1))
+      ++bars;
     EXPECT_EQ(bars, 16u + 1) << color << ": a bar per step and the legend's";
   }
 }
@@ -253,9 +262,11 @@ TEST(Timeline, AnyProgramUnderTheLauncherWritesAFilePerRankThatMerge) {
   const auto ran = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", PERCEPTRON, "--epochs", "1"},
                                {{"LOCKSTEP_TIMELINE", dir.path() + "/perceptron"}});
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
-  const std::vector<std::string> files = {dir.path() + "/perceptron.rank-0.json", dir.path() + "/perceptron.rank-1.json"};
+  const std::vector<std::string> files = {dir.path() + "/perceptron.rank-0.json",
+                                          dir.path() + "/perceptron.rank-1.json"};
   for (const auto& file : files) ASSERT_TRUE(fs::exists(file)) << ran.output;
-  const auto merged = run_process({LOCKSTEP_TOOL, "timeline", "merge", dir.path() + "/merged.json", files[0], files[1]});
+  const auto merged =
+      run_process({LOCKSTEP_TOOL, "timeline", "merge", dir.path() + "/merged.json", files[0], files[1]});
   ASSERT_EQ(merged.exit_code, 0) << merged.output;
   const Json events = read_json(dir.path() + "/merged.json");
   expect_trace_event_format(events);
@@ -276,8 +287,9 @@ namespace {
 TEST(Timeline, ARestartIsMarkedWithWhyTheAttemptBeforeEnded) {
   LOCKSTEP_SKIP_WITHOUT_EXAMPLE(PERCEPTRON);
   TemporaryDirectory dir;
-  const std::string worker = std::string("if [ \"$LOCKSTEP_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 3; fi; exec ") +
-                             PERCEPTRON + " --epochs 1";
+  const std::string worker =
+      std::string("if [ \"$LOCKSTEP_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 3; fi; exec ") + PERCEPTRON +
+      " --epochs 1";
   const auto ran = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--max-restarts", "1", "--", "/bin/sh", "-c", worker},
                                {{"LOCKSTEP_TIMELINE", dir.path() + "/job"}});
   ASSERT_EQ(ran.exit_code, 0) << ran.output;

@@ -36,8 +36,9 @@ using testing::validation_lines;
 // A small job: 512 training examples, so 8 steps an epoch on 2 workers with batch 32; 3
 // epochs unless `extra` says otherwise.
 std::vector<std::string> small_job(const std::string& out, std::vector<std::string> extra = {}) {
-  std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--limit", "512", "--val-limit", "256", "--batch-size", "32",
-                                      "--log-every", "4", "--out", out, "--warmup-steps", "4"};
+  std::vector<std::string> command = {LOCKSTEP_TOOL,    "train", "--limit",     "512", "--val-limit", "256",
+                                      "--batch-size",   "32",    "--log-every", "4",   "--out",       out,
+                                      "--warmup-steps", "4"};
   if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "3"});
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
@@ -70,7 +71,8 @@ TEST(TrainCommand, ResumingARunStoppedInEpochTwoEndsWithTheSameParameters) {
   const auto second = run_process(small_job(out, {"-n", "2", "--resume"}));
   ASSERT_EQ(second.exit_code, 0) << second.output;
 
-  expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+  expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt",
+                          out + "/checkpoints/step-0000000024.pt");
   // The metrics file goes on where the first part left off.
   const auto records = read_json_lines(out + "/metrics.jsonl");
   ASSERT_FALSE(records.empty());
@@ -78,12 +80,13 @@ TEST(TrainCommand, ResumingARunStoppedInEpochTwoEndsWithTheSameParameters) {
   EXPECT_EQ(records.back().step, 24);
 }
 
-
 TEST(TrainCommand, ThreadsAndProcessesTrainToTheSameBits) {
   TemporaryDirectory dir;
-  const auto processes = run_process(small_job(dir.path() + "/processes", {"-n", "2", "--epochs", "2", "--mode", "processes"}));
+  const auto processes =
+      run_process(small_job(dir.path() + "/processes", {"-n", "2", "--epochs", "2", "--mode", "processes"}));
   ASSERT_EQ(processes.exit_code, 0) << processes.output;
-  const auto threads = run_process(small_job(dir.path() + "/threads", {"-n", "2", "--epochs", "2", "--mode", "threads"}));
+  const auto threads =
+      run_process(small_job(dir.path() + "/threads", {"-n", "2", "--epochs", "2", "--mode", "threads"}));
   ASSERT_EQ(threads.exit_code, 0) << threads.output;
   // Worker processes' lines come through the launcher, which prefixes them; replicas print their own.
   EXPECT_TRUE(contains(processes.output, "[rank 0] cnn on fashion-mnist")) << processes.output;
@@ -139,7 +142,8 @@ TEST(TrainCommand, SigtermSavesTheCurrentStepExitsWithSeventyFiveAndResumesBitEx
     EXPECT_TRUE(std::filesystem::exists(out + "/checkpoints/" + name)) << text;
     const auto resumed = run_process(small_job(out, {"-n", "2", "--mode", mode, "--resume"}));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-    expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+    expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt",
+                            out + "/checkpoints/step-0000000024.pt");
   }
 }
 
@@ -175,10 +179,12 @@ TEST(TrainCommand, AWorkerKilledAtARandomStepRestartsAndEndsBitExact) {
   kill(workers[1], SIGKILL);
   ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
   ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
-  EXPECT_TRUE(contains(run.stderr_text(), "lockstep run: restart 1 of 1: starting every worker afresh after rank 1 (pid " +
-                                              std::to_string(workers[1]) + ") was killed by signal 9"))
+  EXPECT_TRUE(
+      contains(run.stderr_text(), "lockstep run: restart 1 of 1: starting every worker afresh after rank 1 (pid " +
+                                      std::to_string(workers[1]) + ") was killed by signal 9"))
       << run.stderr_text();
-  expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+  expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt",
+                          out + "/checkpoints/step-0000000024.pt");
   EXPECT_EQ(last_validation_loss(out), last_validation_loss(dir.path() + "/whole"));
 }
 
@@ -213,7 +219,8 @@ TEST(TrainCommand, AStoppedWorkerIsNamedAsHungThenRestartedOrTheJobEnds) {
     const auto stopped = std::chrono::steady_clock::now();
     kill(workers[1], SIGSTOP);
     const std::string named = "rank 1 (pid " + std::to_string(workers[1]) + ") missed its heartbeats for 2 s";
-    while (!contains(run.stderr_text(), named) && std::chrono::steady_clock::now() - stopped < std::chrono::seconds(30)) {
+    while (!contains(run.stderr_text(), named) &&
+           std::chrono::steady_clock::now() - stopped < std::chrono::seconds(30)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::seconds(12)) << run.stderr_text();
@@ -306,7 +313,8 @@ TEST(TrainCommand, JoinsALaunchThatExistsInsteadOfStartingWorkers) {
   EXPECT_TRUE(contains(run.output, "after 1 epochs on 2 workers")) << run.output;
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/run/checkpoints/step-0000000008.pt")) << run.output;
 
-  const auto mismatch = run_process({"/bin/sh", "-c", "RANK=0 WORLD_SIZE=1 exec '" LOCKSTEP_TOOL "' train -n 3 --limit 64"});
+  const auto mismatch =
+      run_process({"/bin/sh", "-c", "RANK=0 WORLD_SIZE=1 exec '" LOCKSTEP_TOOL "' train -n 3 --limit 64"});
   EXPECT_NE(mismatch.exit_code, 0) << mismatch.output;
   EXPECT_TRUE(contains(mismatch.output, "-n 3 does not match this launch's world size 1")) << mismatch.output;
 }
@@ -315,8 +323,8 @@ TEST(TrainCommand, AConfigFileSetsWhatTheFlagsDoNot) {
   TemporaryDirectory dir;
   const std::string config = dir.path() + "/run.toml";
   std::ofstream(config) << "epochs = 1\nbatch_size = 64\nlimit = 256\nval_limit = 128\nlr = 0.01\n";
-  const auto run = run_process({LOCKSTEP_TOOL, "train", "--config", config, "-n", "1", "--batch-size", "32",
-                                "--out", dir.path() + "/run"});
+  const auto run = run_process(
+      {LOCKSTEP_TOOL, "train", "--config", config, "-n", "1", "--batch-size", "32", "--out", dir.path() + "/run"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // 256 examples in batches of 32 (the flag beats the file's 64), one epoch (from the file).
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/run/checkpoints/step-0000000008.pt")) << run.output;
@@ -330,10 +338,11 @@ TEST(TrainCommand, AConfigFileSetsWhatTheFlagsDoNot) {
 TEST(Examples, ImageNetResNetTrainsOnFashionMnistExportedInImageNetsLayout) {
   LOCKSTEP_SKIP_WITHOUT_EXAMPLE(IMAGENET_RESNET);
   TemporaryDirectory dir;
-  const auto exported = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
+  const auto exported =
+      run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", IMAGENET_RESNET, "--data", dir.path(), "--epochs",
-                                "1", "--batch-size", "48", "--limit", "192", "--val-limit", "96"});
+  const auto run = run_process({LOCKSTEP_TOOL, "run", "-n", "2", "--", IMAGENET_RESNET, "--data", dir.path(),
+                                "--epochs", "1", "--batch-size", "48", "--limit", "192", "--val-limit", "96"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "[rank 0] epoch 1/1 step 2/2")) << run.output;
   EXPECT_TRUE(contains(run.output, "[rank 0] resnet34: val top-1 ")) << run.output;
@@ -342,7 +351,8 @@ TEST(Examples, ImageNetResNetTrainsOnFashionMnistExportedInImageNetsLayout) {
 TEST(Examples, ReplicasTrainsOnFashionMnistExportedInImageNetsLayout) {
   LOCKSTEP_SKIP_WITHOUT_EXAMPLE(REPLICAS);
   TemporaryDirectory dir;
-  const auto exported = run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
+  const auto exported =
+      run_process({LOCKSTEP_TOOL, "data", "export-imagenet-layout", "--out", dir.path(), "--limit", "192"});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   const auto run = run_process({REPLICAS, "--data", dir.path(), "-n", "2", "--epochs", "1", "--batch-size", "48",
                                 "--limit", "192", "--val-limit", "96"});
@@ -353,8 +363,8 @@ TEST(Examples, ReplicasTrainsOnFashionMnistExportedInImageNetsLayout) {
 
 // 1024 examples on 2 workers in batches of 32: 16 steps in one epoch, progress every 2.
 std::vector<std::string> progress_job(const std::string& out, const std::string& mode) {
-  return {LOCKSTEP_TOOL, "train", "--limit", "1024", "--val-limit", "256", "--epochs", "1", "--batch-size", "32",
-          "--log-every", "2", "-n", "2", "--mode", mode, "--out", out};
+  return {LOCKSTEP_TOOL, "train",       "--limit", "1024", "--val-limit", "256",    "--epochs", "1",     "--batch-size",
+          "32",          "--log-every", "2",       "-n",   "2",           "--mode", mode,       "--out", out};
 }
 
 // How many pieces of `output` ending in '\r' hold a whole bar: ETA and samples/s on one line.
@@ -388,9 +398,11 @@ TEST(TrainCommand, OnATerminalProgressIsOneBarRedrawnInPlaceInBothModes) {
 // lockstep launcher told of a terminal writes plain lines.
 TEST(TrainCommand, ARankOfAnotherLaunchWritesPlainLinesEvenOnATerminal) {
   TemporaryDirectory dir;
-  const auto run = testing::run_in_terminal(
-      {"/bin/sh", "-c", "RANK=0 WORLD_SIZE=1 exec '" LOCKSTEP_TOOL "' train --limit 256 --val-limit 64 --epochs 1 "
-                        "--batch-size 32 --log-every 2 --out '" + dir.path() + "/run'"});
+  const auto run = testing::run_in_terminal({"/bin/sh", "-c",
+                                             "RANK=0 WORLD_SIZE=1 exec '" LOCKSTEP_TOOL
+                                             "' train --limit 256 --val-limit 64 --epochs 1 "
+                                             "--batch-size 32 --log-every 2 --out '" +
+                                                 dir.path() + "/run'"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_FALSE(contains(run.output, "\r")) << run.output;
   EXPECT_TRUE(contains(run.output, "epoch 1/1 step 8/8 ETA 0s")) << run.output;

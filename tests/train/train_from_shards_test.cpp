@@ -27,7 +27,8 @@ using testing::validation_lines;
 // Fashion-MNIST packed in 256 KB shards (about 100 examples each), and a registry naming it.
 struct PackedFashion {
   PackedFashion() {
-    const auto packed = run_process({LOCKSTEP_TOOL, "data", "pack", "--out", folder.path() + "/shards", "--shard-size", "256KB"});
+    const auto packed =
+        run_process({LOCKSTEP_TOOL, "data", "pack", "--out", folder.path() + "/shards", "--shard-size", "256KB"});
     EXPECT_EQ(packed.exit_code, 0) << packed.output;
     std::ofstream(registry()) << "[fashion-shards]\ntype = \"shards\"\npath = \"shards\"\n";
   }
@@ -38,14 +39,30 @@ struct PackedFashion {
 // 512 training examples (about 5 shards: each of 2 workers walks its own), 8 steps an epoch,
 // 3 epochs unless `extra` says otherwise.
 std::vector<std::string> shards_job(const PackedFashion& data, const std::string& out, std::vector<std::string> extra) {
-  std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--data-toml", data.registry(), "--dataset", "fashion-shards",
-                                      "--limit", "512", "--val-limit", "256", "--batch-size", "32", "--log-every", "4",
-                                      "--warmup-steps", "4", "-n", "2", "--out", out};
+  std::vector<std::string> command = {LOCKSTEP_TOOL,
+                                      "train",
+                                      "--data-toml",
+                                      data.registry(),
+                                      "--dataset",
+                                      "fashion-shards",
+                                      "--limit",
+                                      "512",
+                                      "--val-limit",
+                                      "256",
+                                      "--batch-size",
+                                      "32",
+                                      "--log-every",
+                                      "4",
+                                      "--warmup-steps",
+                                      "4",
+                                      "-n",
+                                      "2",
+                                      "--out",
+                                      out};
   if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "3"});
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
 }
-
 
 // The same model tensors, bit for bit, in two checkpoints.
 void expect_equal_parameters(const std::string& a, const std::string& b) {
@@ -65,10 +82,12 @@ TEST(TrainFromShards, FromDiskAndFromNginxOverHttpsTheLossesAreTheSameInBothMode
   ASSERT_EQ(local.exit_code, 0) << local.output;
   ASSERT_EQ(validation_lines(local.output).size(), 3u) << local.output;
   for (const std::string mode : {"processes", "threads"}) {
-    const auto over_https = run_process(shards_job(data, dir + "/https-" + mode, {"--mode", mode, "--data-path", remote}));
+    const auto over_https =
+        run_process(shards_job(data, dir + "/https-" + mode, {"--mode", mode, "--data-path", remote}));
     ASSERT_EQ(over_https.exit_code, 0) << over_https.output;
     EXPECT_EQ(validation_lines(over_https.output), validation_lines(local.output)) << mode;
-    expect_equal_parameters(dir + "/local/checkpoints/step-0000000024.pt", dir + "/https-" + mode + "/checkpoints/step-0000000024.pt");
+    expect_equal_parameters(dir + "/local/checkpoints/step-0000000024.pt",
+                            dir + "/https-" + mode + "/checkpoints/step-0000000024.pt");
   }
 
   // Stopped mid-epoch (step 11 of 8-step epochs) and resumed, over HTTPS.
@@ -93,7 +112,8 @@ TEST(TrainFromShards, ThroughResetsAnd503sTheJobEndsWithTheLossesReadFromDisk) {
   for (const testing::Fault fault : {testing::Fault::kCloseMidBody, testing::Fault::kAnswer503}) {
     testing::FaultProxy proxy(http.port(), fault, 6);
     const std::string out = dir + "/proxied-" + std::to_string(static_cast<int>(fault));
-    const auto proxied = run_process(shards_job(data, out, {"--epochs", "1", "--data-path", "fashion-shards=" + proxy.url() + "/shards"}));
+    const auto proxied = run_process(
+        shards_job(data, out, {"--epochs", "1", "--data-path", "fashion-shards=" + proxy.url() + "/shards"}));
     ASSERT_EQ(proxied.exit_code, 0) << proxied.output;
     EXPECT_GT(proxy.requests(), 6);
     EXPECT_EQ(validation_lines(proxied.output), validation_lines(local.output));
@@ -105,7 +125,8 @@ TEST(TrainFromShards, AFolderUrlWithoutAnIndexIsOneLineFromTheLauncherBeforeAnyW
   PackedFashion data;
   testing::NginxServer http(data.folder.path(), false);
   ASSERT_TRUE(http.available()) << http.why_not();
-  const auto run = run_process(shards_job(data, data.folder.path() + "/out", {"--data-path", "fashion-shards=" + http.url() + "/nowhere/"}));
+  const auto run = run_process(
+      shards_job(data, data.folder.path() + "/out", {"--data-path", "fashion-shards=" + http.url() + "/nowhere/"}));
   EXPECT_NE(run.exit_code, 0);
   EXPECT_TRUE(contains(run.output, "cannot read " + http.url() + "/nowhere/train.index.json: HTTP 404")) << run.output;
   EXPECT_EQ(testing::count_lines(run.output), 1u) << run.output;

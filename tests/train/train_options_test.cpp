@@ -43,7 +43,8 @@ std::vector<BadOptions> bad_options(const std::string& dir) {
   write_file(dir + "/not-a-model.pt", "a text file\n");
   write_file(dir + "/unknown.toml", "epochs = 2\nbatch = 3\n");
   fs::create_directories(dir + "/empty");
-  const auto made = run_process({PYTHON, std::string(SCRIPTS) + "/make_scripted_model.py", dir + "/twelve.pt", "--classes", "12"});
+  const auto made =
+      run_process({PYTHON, std::string(SCRIPTS) + "/make_scripted_model.py", dir + "/twelve.pt", "--classes", "12"});
   EXPECT_EQ(made.exit_code, 0) << made.output;
   std::vector<BadOptions> cases = {
       {{"--data-path", dir + "/missing"}, dir + "/missing"},
@@ -114,9 +115,10 @@ TEST(TrainOptions, EachOptimizerTrainsAndResumesBitExactly) {
   TemporaryDirectory dir;
   for (const std::string optimizer : {"sgd", "adam", "adamw"}) {
     const auto job = [&](const std::string& out, std::vector<std::string> extra) {
-      std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--optimizer", optimizer, "--limit", "512",
-                                          "--val-limit", "256", "--batch-size", "32", "--epochs", "2",
-                                          "--log-every", "4", "--warmup-steps", "2", "--out", dir.path() + "/" + out};
+      std::vector<std::string> command = {
+          LOCKSTEP_TOOL, "train", "--optimizer",    optimizer, "--limit",  "512",
+          "--val-limit", "256",   "--batch-size",   "32",      "--epochs", "2",
+          "--log-every", "4",     "--warmup-steps", "2",       "--out",    dir.path() + "/" + out};
       command.insert(command.end(), extra.begin(), extra.end());
       return run_process(command);
     };
@@ -146,9 +148,11 @@ namespace {
 TEST(TrainOptions, ZeroOneTrainsTheBitsOfZeroZeroResumesExactlyAndContinuesOnOtherWorldSizes) {
   TemporaryDirectory dir;
   const auto job = [&](const std::string& out, std::vector<std::string> extra, const std::string& epochs = "2") {
-    std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--optimizer", "adam", "--limit", "512", "--val-limit",
-                                        "256", "--batch-size", "32", "--epochs", epochs, "--log-every", "4",
-                                        "--warmup-steps", "2", "--clip-grad-norm", "1", "--out", dir.path() + "/" + out};
+    std::vector<std::string> command = {LOCKSTEP_TOOL,      "train", "--optimizer",    "adam",
+                                        "--limit",          "512",   "--val-limit",    "256",
+                                        "--batch-size",     "32",    "--epochs",       epochs,
+                                        "--log-every",      "4",     "--warmup-steps", "2",
+                                        "--clip-grad-norm", "1",     "--out",          dir.path() + "/" + out};
     command.insert(command.end(), extra.begin(), extra.end());
     const auto ran = run_process(command);
     EXPECT_EQ(ran.exit_code, 0) << ran.output;
@@ -168,7 +172,8 @@ TEST(TrainOptions, ZeroOneTrainsTheBitsOfZeroZeroResumesExactlyAndContinuesOnOth
   EXPECT_TRUE(contains(on_three.output, "on 3 workers")) << on_three.output;
   EXPECT_TRUE(fs::is_regular_file(newest_checkpoint(dir.path() + "/regrouped")));
   job("regrouped", {"-n", "1", "--zero", "0", "--resume"}, "4");
-  const auto exported = run_process({LOCKSTEP_TOOL, "export", dir.path() + "/regrouped", "--out", dir.path() + "/w.pt"});
+  const auto exported =
+      run_process({LOCKSTEP_TOOL, "export", dir.path() + "/regrouped", "--out", dir.path() + "/w.pt"});
   EXPECT_EQ(exported.exit_code, 0) << exported.output;
   expect_same_weights(python_weights("state-dict", dir.path() + "/w.pt"),
                       checkpoint_weights(newest_checkpoint(dir.path() + "/regrouped")));

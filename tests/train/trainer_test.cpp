@@ -98,7 +98,8 @@ TEST(Schedules, WarmUpStepAndCosineGiveExactRates) {
 TEST_F(TrainerTest, LearnsLogsEveryIntervalAndValidates) {
   const auto dataset = two_blobs(96);
   auto model = make_model("mlp", ModelOptions().in_channels(1).num_classes(2).image_size(4).hidden({16}));
-  auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto optimizer =
+      std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   Trainer trainer(model, optimizer, cross_entropy_loss(), TrainerOptions().epochs(3).lr(0.1).log_every(4));
   std::vector<Record> records;
   trainer.add_sink(std::make_unique<Recorder>(records));
@@ -220,8 +221,8 @@ TEST(TrainerOnReplicas, UsesItsDdpGroupForSinksCheckpointsAndTheLearningRate) {
     auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
     const std::string folder = out.path() + "/group" + std::to_string(world.rank() / 2);
     Trainer trainer(model, optimizer, cross_entropy_loss(),
-                    TrainerOptions().epochs(1).lr(0.1).scale_lr_by_world_size(true).log_every(1).out_dir(folder)
-                        .ddp(DDPOptions().group(mine)));
+                    TrainerOptions().epochs(1).lr(0.1).scale_lr_by_world_size(true).log_every(1).out_dir(folder).ddp(
+                        DDPOptions().group(mine)));
     trainer.add_sink(std::make_unique<Recorder>(records[world.rank()]));
     data::PrefetchLoader train(dataset, loader_options(8));
     trainer.fit(train, nullptr);

@@ -40,8 +40,9 @@ TEST(WorkersMode, WithCudaTheDefaultIsProcesses) {
 TEST(WorkersMode, ThreadsWithCudaNeedAGpuPerReplicaAndSayTheyStage) {
   const auto own = choose_workers_mode("threads", "cuda", 2, 2, 0);
   EXPECT_EQ(own.mode, "threads");
-  EXPECT_EQ(own.note, "lockstep train: --mode threads stages every gradient bucket through host memory; without it, "
-                      "each worker is a process on a GPU of its own and NCCL moves the gradients");
+  EXPECT_EQ(own.note,
+            "lockstep train: --mode threads stages every gradient bucket through host memory; without it, "
+            "each worker is a process on a GPU of its own and NCCL moves the gradients");
   EXPECT_EQ(choose_workers_mode("threads", "auto", 1, 1, 0).mode, "threads");
   EXPECT_EQ(choose_workers_mode("threads", "cuda:1", 1, 2, 0).mode, "threads");
 }
@@ -49,9 +50,10 @@ TEST(WorkersMode, ThreadsWithCudaNeedAGpuPerReplicaAndSayTheyStage) {
 // libtorch runs a process's CUDA backward on one thread per device: two replicas on one GPU
 // would wait for each other until the timeout. Refused before any work, saying what to use.
 TEST(WorkersMode, ThreadReplicasSharingAGpuAreRefused) {
-  const std::string why = ", and replicas of one process sharing a GPU wait for each other's backward until the timeout "
-                          "(libtorch runs a process's CUDA backward on one thread per device); leave out --mode threads: "
-                          "with CUDA the workers are processes, which may share a GPU";
+  const std::string why =
+      ", and replicas of one process sharing a GPU wait for each other's backward until the timeout "
+      "(libtorch runs a process's CUDA backward on one thread per device); leave out --mode threads: "
+      "with CUDA the workers are processes, which may share a GPU";
   EXPECT_EQ(refusal("threads", "cuda", 2, 1, 0), "--mode threads puts 2 replicas on 1 GPU" + why);
   EXPECT_EQ(refusal("threads", "auto", 3, 2, 0), "--mode threads puts 3 replicas on 2 GPUs" + why);
   EXPECT_EQ(refusal("threads", "cuda:0", 2, 4, 0), "--mode threads puts 2 replicas on cuda:0" + why);

@@ -24,10 +24,8 @@ namespace lockstep {
 bool is_supported_dtype(at::ScalarType dtype);
 
 /// Reduces `tensor` in place across ranks.
-void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum,
-                const ProcessGroup& group = ProcessGroup());
-Work all_reduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::Sum,
-                      const ProcessGroup& group = ProcessGroup());
+void all_reduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum, const ProcessGroup& group = ProcessGroup());
+Work all_reduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::Sum, const ProcessGroup& group = ProcessGroup());
 
 /// Reduces many tensors in one collective per dtype (they are packed into one buffer).
 void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum,
@@ -40,36 +38,30 @@ void broadcast(at::Tensor& tensor, int root = 0, const ProcessGroup& group = Pro
 Work broadcast_async(at::Tensor tensor, int root = 0, const ProcessGroup& group = ProcessGroup());
 
 /// Broadcasts many tensors in one collective per dtype (they are packed into one buffer).
-void broadcast(std::vector<at::Tensor>& tensors, int root = 0,
-               const ProcessGroup& group = ProcessGroup());
-Work broadcast_async(std::vector<at::Tensor> tensors, int root = 0,
-                     const ProcessGroup& group = ProcessGroup());
+void broadcast(std::vector<at::Tensor>& tensors, int root = 0, const ProcessGroup& group = ProcessGroup());
+Work broadcast_async(std::vector<at::Tensor> tensors, int root = 0, const ProcessGroup& group = ProcessGroup());
 
 /// Reduces into root's tensor; other ranks' tensors are left unchanged.
-void reduce(at::Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::Sum,
-            const ProcessGroup& group = ProcessGroup());
+void reduce(at::Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::Sum, const ProcessGroup& group = ProcessGroup());
 Work reduce_async(at::Tensor tensor, int root = 0, ReduceOp op = ReduceOp::Sum,
                   const ProcessGroup& group = ProcessGroup());
 
 /// Every rank's tensor, in rank order.
-std::vector<at::Tensor> all_gather(const at::Tensor& tensor,
-                                   const ProcessGroup& group = ProcessGroup());
+std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const ProcessGroup& group = ProcessGroup());
 Work all_gather_async(at::Tensor tensor, const ProcessGroup& group = ProcessGroup());
 
 /// Reduces `input` across ranks and returns this rank's slice of it along dimension 0,
 /// whose size must be divisible by the group size.
 at::Tensor reduce_scatter(const at::Tensor& input, ReduceOp op = ReduceOp::Sum,
                           const ProcessGroup& group = ProcessGroup());
-Work reduce_scatter_async(at::Tensor input, ReduceOp op = ReduceOp::Sum,
-                          const ProcessGroup& group = ProcessGroup());
+Work reduce_scatter_async(at::Tensor input, ReduceOp op = ReduceOp::Sum, const ProcessGroup& group = ProcessGroup());
 
 /// An uninitialised tensor whose all_reduce needs no staging copies: between ranks of one
 /// host it lives in shared memory that every local rank maps, so each rank reduces its
 /// slice of all ranks' tensors in place (DistributedDataParallel's buckets are made this
 /// way). Every rank of the group calls it, in order, with the same sizes and dtype; pass
 /// such tensors to a collective on every rank or on none. Elsewhere, an ordinary tensor.
-at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype,
-                        const ProcessGroup& group = ProcessGroup());
+at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, const ProcessGroup& group = ProcessGroup());
 
 /// Returns once every rank has called it.
 void barrier(const ProcessGroup& group = ProcessGroup());

@@ -29,7 +29,6 @@ std::vector<LabeledFile> read_loc_solutions(const std::string& csv_path, const s
 
 /// One split ("train" or "val") of ImageNet in Kaggle's layout under `root`:
 /// LOC_synset_mapping.txt, LOC_<split>_solution.csv and ILSVRC/Data/CLS-LOC/<split>/.
-std::shared_ptr<ImageFileDataset> read_imagenet(const std::string& root, const std::string& split,
-                                                int channels = 3);
+std::shared_ptr<ImageFileDataset> read_imagenet(const std::string& root, const std::string& split, int channels = 3);
 
 }  // namespace lockstep::data

@@ -29,15 +29,15 @@ struct DatasetEntry {
   std::string name;
   std::string type;
   std::string path;
-  int channels = 1;  // 0 for shards not given any: as the index records
-  int64_t classes = 0;                    // 0 when not given
-  std::vector<std::string> class_names;   // empty when not given
+  int channels = 1;                      // 0 for shards not given any: as the index records
+  int64_t classes = 0;                   // 0 when not given
+  std::vector<std::string> class_names;  // empty when not given
   std::map<std::string, std::string> splits;
-  std::string ca_file;                    // shards over https: a private CA to trust
-  double timeout = 0;                     // shards over http(s): seconds before a retry; 0: ShardOptions' default
-  std::string cache;                      // shards: a local folder for copies; empty: none
-  int64_t cache_bytes = 0;                // its limit; 0: ShardOptions' default
-  std::string defined_at;                 // "file:line", for messages
+  std::string ca_file;      // shards over https: a private CA to trust
+  double timeout = 0;       // shards over http(s): seconds before a retry; 0: ShardOptions' default
+  std::string cache;        // shards: a local folder for copies; empty: none
+  int64_t cache_bytes = 0;  // its limit; 0: ShardOptions' default
+  std::string defined_at;   // "file:line", for messages
 };
 
 /// The datasets a user has described. The registry file is the one given, else

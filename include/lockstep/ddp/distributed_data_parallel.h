@@ -52,13 +52,10 @@ class GradientReducer;
 /// parameter's grad() holds the reduced gradient.
 class DistributedDataParallel {
  public:
-  explicit DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                                   DDPOptions options = DDPOptions());
+  explicit DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, DDPOptions options = DDPOptions());
   template <typename M>
-  explicit DistributedDataParallel(const torch::nn::ModuleHolder<M>& module,
-                                   DDPOptions options = DDPOptions())
-      : DistributedDataParallel(std::static_pointer_cast<torch::nn::Module>(module.ptr()),
-                                std::move(options)) {}
+  explicit DistributedDataParallel(const torch::nn::ModuleHolder<M>& module, DDPOptions options = DDPOptions())
+      : DistributedDataParallel(std::static_pointer_cast<torch::nn::Module>(module.ptr()), std::move(options)) {}
   /// A TorchScript module, trained in place through a ScriptedModule over its own tensors.
   explicit DistributedDataParallel(const torch::jit::Module& module, DDPOptions options = DDPOptions());
   ~DistributedDataParallel();

@@ -19,19 +19,16 @@ namespace lockstep {
 /// initializations would shrink their variance. Throws MismatchError on every rank, naming
 /// the first differing parameter or buffer, when ranks' modules differ in names, shapes or
 /// dtypes.
-void synchronize(torch::nn::Module& module, int root = 0,
-                 const ProcessGroup& group = ProcessGroup());
+void synchronize(torch::nn::Module& module, int root = 0, const ProcessGroup& group = ProcessGroup());
 
 /// The same for a module held by a torch::nn::ModuleHolder (torch::nn::Linear, ...) or a
 /// shared_ptr, so that synchronize(model) works as well as synchronize(*model).
 template <typename M>
-void synchronize(const torch::nn::ModuleHolder<M>& module, int root = 0,
-                 const ProcessGroup& group = ProcessGroup()) {
+void synchronize(const torch::nn::ModuleHolder<M>& module, int root = 0, const ProcessGroup& group = ProcessGroup()) {
   synchronize(*module.ptr(), root, group);
 }
 template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
-void synchronize(const std::shared_ptr<M>& module, int root = 0,
-                 const ProcessGroup& group = ProcessGroup()) {
+void synchronize(const std::shared_ptr<M>& module, int root = 0, const ProcessGroup& group = ProcessGroup()) {
   synchronize(*module, root, group);
 }
 

@@ -45,9 +45,7 @@ class DistributedOptimizer : public Opt {
       average_gradients(torch::Tensor());
       return Opt::step(nullptr);
     }
-    return Opt::step([this, closure = std::move(closure)] {
-      return average_gradients(closure());
-    });
+    return Opt::step([this, closure = std::move(closure)] { return average_gradients(closure()); });
   }
 
  private:

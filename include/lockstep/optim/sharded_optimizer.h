@@ -78,8 +78,7 @@ class ShardedOptimizer : public Opt, public OptimizerSharding {
                 "ShardedOptimizer<Opt> needs a torch::optim::Optimizer");
 
  public:
-  template <typename First, typename... Rest,
-            typename = std::enable_if_t<!std::is_convertible_v<First, ProcessGroup>>>
+  template <typename First, typename... Rest, typename = std::enable_if_t<!std::is_convertible_v<First, ProcessGroup>>>
   explicit ShardedOptimizer(First&& first, Rest&&... rest)
       : Opt(std::forward<First>(first), std::forward<Rest>(rest)...), OptimizerSharding(*this, ProcessGroup()) {}
 

@@ -57,8 +57,7 @@ class CheckpointFolder {
 /// Loads a checkpoint into `model` and `optimizer`. A file that is not a checkpoint, is
 /// corrupt, or was saved from another model (names or shapes of parameters differ) throws
 /// DataError naming the file and the first difference, before anything is changed.
-CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
-                                torch::optim::Optimizer& optimizer);
+CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
 
 /// Loads only a checkpoint's model tensors into `model`, with the same checks.
 void load_model_weights(const std::string& path, torch::nn::Module& model);

@@ -14,13 +14,13 @@ namespace lockstep::train {
 /// with a message and no values, such as a rank that keeps the others waiting).
 struct Record {
   std::string phase;
-  int64_t epoch = 0;        // counted from 1
-  int64_t epochs = 0;       // in the whole run
-  int64_t step = 0;         // optimizer steps so far, counted from 1
-  int64_t total_steps = 0;  // in the whole run
-  double elapsed_seconds = 0;  // since training started
+  int64_t epoch = 0;                                   // counted from 1
+  int64_t epochs = 0;                                  // in the whole run
+  int64_t step = 0;                                    // optimizer steps so far, counted from 1
+  int64_t total_steps = 0;                             // in the whole run
+  double elapsed_seconds = 0;                          // since training started
   std::vector<std::pair<std::string, double>> values;  // e.g. loss, top1, top5, samples_per_second
-  std::string message;  // phase "notice": one line
+  std::string message;                                 // phase "notice": one line
 
   /// The value called `name`, or NaN.
   double value(const std::string& name) const;

@@ -102,10 +102,12 @@ class Trainer {
   template <typename M>
   Trainer(const torch::nn::ModuleHolder<M>& model, std::shared_ptr<torch::optim::Optimizer> optimizer,
           LossFunction loss, TrainerOptions options = TrainerOptions())
-      : Trainer(model.ptr(), [module = model.ptr()](const torch::Tensor& input) { return module->forward(input); },
-                std::move(optimizer), std::move(loss), std::move(options)) {}
-  Trainer(std::shared_ptr<torch::nn::Module> module, Forward forward, std::shared_ptr<torch::optim::Optimizer> optimizer,
-          LossFunction loss, TrainerOptions options = TrainerOptions());
+      : Trainer(
+            model.ptr(), [module = model.ptr()](const torch::Tensor& input) { return module->forward(input); },
+            std::move(optimizer), std::move(loss), std::move(options)) {}
+  Trainer(std::shared_ptr<torch::nn::Module> module, Forward forward,
+          std::shared_ptr<torch::optim::Optimizer> optimizer, LossFunction loss,
+          TrainerOptions options = TrainerOptions());
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

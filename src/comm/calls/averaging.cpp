@@ -49,8 +49,8 @@ at::ScalarType averaging_dtype(at::ScalarType dtype) {
 }
 
 void write_mean(at::Tensor& sum, int64_t count, at::Tensor& out) {
-  const bool to_16_bits = sum.scalar_type() == at::kDouble &&
-                          (out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16);
+  const bool to_16_bits =
+      sum.scalar_type() == at::kDouble && (out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16);
   if (to_16_bits && sum.is_cpu() && out.is_contiguous()) {
     const double* from = sum.data_ptr<double>();
     if (out.scalar_type() == at::kHalf) {

@@ -75,8 +75,7 @@ std::string Call::describe() const {
   }
   if (dtypes.size() > kMaxTensorsDescribed) out << ", ...";
   if (device_type != at::kCPU) out << " on " << at::DeviceTypeName(device_type, /*lower_case=*/true);
-  const bool reduces = kind == Collective::AllReduce || kind == Collective::Reduce ||
-                       kind == Collective::ReduceScatter;
+  const bool reduces = kind == Collective::AllReduce || kind == Collective::Reduce || kind == Collective::ReduceScatter;
   if (reduces) out << (dtypes.empty() ? "" : ", ") << to_string(op);
   if (kind == Collective::Broadcast || kind == Collective::Reduce) out << ", root " << root;
   out << ")";

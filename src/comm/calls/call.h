@@ -11,9 +11,7 @@
 
 namespace lockstep {
 
-enum class Collective {
-  AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier, NewGroup, EmptyShared
-};
+enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier, NewGroup, EmptyShared };
 
 std::string to_string(Collective kind);
 
@@ -35,8 +33,7 @@ struct Call {
   at::DeviceType device_type = at::kCPU;
   uint64_t seq = 0;  // how many collectives this rank called before this one
 
-  Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum,
-       int root = 0);
+  Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum, int root = 0);
 
   /// e.g. "all_reduce #3 (float32[4, 3], Sum)": what an error message shows.
   std::string describe() const;

@@ -14,8 +14,8 @@ namespace lockstep::detail {
 /// One collective that ran, as its group's Communicator saw it; times on the observer's clock.
 struct CallSeen {
   const Call& call;
-  int world_rank;             // the member's rank in the default group
-  const std::string& group;   // the group's name
+  int world_rank;            // the member's rank in the default group
+  const std::string& group;  // the group's name
   std::string transport;
   double queued_us, started_us, ended_us;
   const std::exception* error;  // null: it succeeded

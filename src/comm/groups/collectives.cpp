@@ -6,11 +6,14 @@ namespace lockstep {
 
 bool is_supported_dtype(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
-    case at::kInt: case at::kLong: case at::kByte:
-      return true;
-    default:
-      return false;
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kInt:
+    case at::kLong:
+    case at::kByte: return true;
+    default: return false;
   }
 }
 
@@ -74,12 +77,8 @@ at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, const Proce
   return communicator_of(group, "empty_shared").empty_shared(sizes, dtype);
 }
 
-void barrier(const ProcessGroup& group) {
-  communicator_of(group, "barrier").barrier(/*blocking=*/true);
-}
+void barrier(const ProcessGroup& group) { communicator_of(group, "barrier").barrier(/*blocking=*/true); }
 
-Work barrier_async(const ProcessGroup& group) {
-  return communicator_of(group, "barrier").barrier(/*blocking=*/false);
-}
+Work barrier_async(const ProcessGroup& group) { return communicator_of(group, "barrier").barrier(/*blocking=*/false); }
 
 }  // namespace lockstep

@@ -59,8 +59,8 @@ void check_one_device(const std::vector<at::Tensor>& tensors, Collective kind) {
 
 void check_root(int root, int world_size, Collective kind) {
   if (root < 0 || root >= world_size) {
-    throw Error("lockstep::" + to_string(kind) + ": root " + std::to_string(root) +
-                " is not a rank; ranks are 0.." + std::to_string(world_size - 1));
+    throw Error("lockstep::" + to_string(kind) + ": root " + std::to_string(root) + " is not a rank; ranks are 0.." +
+                std::to_string(world_size - 1));
   }
 }
 
@@ -84,7 +84,8 @@ at::Tensor tensor_on_the_wire(const at::Tensor& tensor, bool as_sum) {
 std::chrono::steady_clock::time_point coarse_now() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  return std::chrono::steady_clock::time_point(std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec));
+  return std::chrono::steady_clock::time_point(std::chrono::seconds(now.tv_sec) +
+                                               std::chrono::nanoseconds(now.tv_nsec));
 }
 
 // What ranks exchange to find out how their calls differ.
@@ -110,7 +111,8 @@ Communicator::~Communicator() { stop_worker(); }
 
 std::string Communicator::transport_name() const {
   std::string name = host_->name();
-  for (const auto& [type, device] : devices_) name += ", " + device->name() + " for " + c10::DeviceTypeName(type, /*lower_case=*/true);
+  for (const auto& [type, device] : devices_)
+    name += ", " + device->name() + " for " + c10::DeviceTypeName(type, /*lower_case=*/true);
   return name;
 }
 
@@ -164,15 +166,18 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
   check_one_device(tensors, Collective::AllReduce);
   if (tensors.empty()) return Work();
   Call call(Collective::AllReduce, tensors, op);
-  return submit_on(std::move(tensors), std::move(call), [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
-      const bool as_sum = sent_as_sum(transport, op, packed);
-      at::Tensor wire = tensor_on_the_wire(packed, as_sum);
-      transport.all_reduce(wire, op_on_the_wire(as_sum, op), tag);
-      if (as_sum) write_mean(wire, world_size_, packed);
-    });
-    return std::move(tensors);  // a task runs once: its tensors can move into the Work
-  }, blocking);
+  return submit_on(
+      std::move(tensors), std::move(call),
+      [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+        for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
+          const bool as_sum = sent_as_sum(transport, op, packed);
+          at::Tensor wire = tensor_on_the_wire(packed, as_sum);
+          transport.all_reduce(wire, op_on_the_wire(as_sum, op), tag);
+          if (as_sum) write_mean(wire, world_size_, packed);
+        });
+        return std::move(tensors);  // a task runs once: its tensors can move into the Work
+      },
+      blocking);
 }
 
 Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blocking) {
@@ -181,61 +186,75 @@ Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blo
   check_one_device(tensors, Collective::Broadcast);
   if (tensors.empty()) return Work();
   Call call(Collective::Broadcast, tensors, ReduceOp::Sum, root);
-  return submit_on(std::move(tensors), std::move(call), [this, root](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-    for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) { transport.broadcast(packed, root, tag); });
-    return std::move(tensors);
-  }, blocking);
+  return submit_on(
+      std::move(tensors), std::move(call),
+      [this, root](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+        for_each_packed(tensors, c.tag(),
+                        [&](at::Tensor& packed, uint32_t tag) { transport.broadcast(packed, root, tag); });
+        return std::move(tensors);
+      },
+      blocking);
 }
 
 Work Communicator::reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking) {
   check_tensor(tensor, Collective::Reduce);
   check_root(root, world_size_, Collective::Reduce);
   Call call(Collective::Reduce, {tensor}, op, root);
-  return submit_on({tensor}, std::move(call), [this, root, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-    at::Tensor& tensor = tensors[0];
-    if (tensor.numel() == 0) return tensors;
-    const bool as_sum = sent_as_sum(transport, op, tensor);
-    at::Tensor wire = tensor_on_the_wire(tensor, as_sum);
-    transport.reduce(wire, root, op_on_the_wire(as_sum, op), c.tag());
-    if (as_sum && rank_ == root) write_mean(wire, world_size_, tensor);
-    return std::move(tensors);
-  }, blocking);
+  return submit_on(
+      {tensor}, std::move(call),
+      [this, root, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+        at::Tensor& tensor = tensors[0];
+        if (tensor.numel() == 0) return tensors;
+        const bool as_sum = sent_as_sum(transport, op, tensor);
+        at::Tensor wire = tensor_on_the_wire(tensor, as_sum);
+        transport.reduce(wire, root, op_on_the_wire(as_sum, op), c.tag());
+        if (as_sum && rank_ == root) write_mean(wire, world_size_, tensor);
+        return std::move(tensors);
+      },
+      blocking);
 }
 
 Work Communicator::all_gather(at::Tensor tensor, bool blocking) {
   check_tensor(tensor, Collective::AllGather);
   Call call(Collective::AllGather, {tensor});
-  return submit_on({tensor}, std::move(call), [this](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-    const at::Tensor& tensor = tensors[0];
-    std::vector<int64_t> shape{world_size_};
-    shape.insert(shape.end(), tensor.sizes().begin(), tensor.sizes().end());
-    at::Tensor gathered = at::empty(shape, tensor.options());
-    if (tensor.numel() > 0) transport.all_gather(tensor, gathered, c.tag());
-    return gathered.unbind(0);
-  }, blocking);
+  return submit_on(
+      {tensor}, std::move(call),
+      [this](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+        const at::Tensor& tensor = tensors[0];
+        std::vector<int64_t> shape{world_size_};
+        shape.insert(shape.end(), tensor.sizes().begin(), tensor.sizes().end());
+        at::Tensor gathered = at::empty(shape, tensor.options());
+        if (tensor.numel() > 0) transport.all_gather(tensor, gathered, c.tag());
+        return gathered.unbind(0);
+      },
+      blocking);
 }
 
 Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) {
   check_tensor(input, Collective::ReduceScatter);
   if (input.dim() == 0 || input.size(0) % world_size_ != 0) {
-    throw Error("lockstep::reduce_scatter: the input's first dimension must be divisible by "
-                "the world size " + std::to_string(world_size_) + ", but its shape is " +
-                shape_string(input.sizes()));
+    throw Error(
+        "lockstep::reduce_scatter: the input's first dimension must be divisible by "
+        "the world size " +
+        std::to_string(world_size_) + ", but its shape is " + shape_string(input.sizes()));
   }
   Call call(Collective::ReduceScatter, {input}, op);
-  return submit_on({input}, std::move(call), [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-    const at::Tensor& input = tensors[0];
-    std::vector<int64_t> shape = input.sizes().vec();
-    shape[0] /= world_size_;
-    at::Tensor output = at::empty(shape, input.options());
-    if (input.numel() == 0) return std::vector<at::Tensor>{output};
-    const bool as_sum = sent_as_sum(transport, op, input);
-    const at::Tensor wire = tensor_on_the_wire(input, as_sum);
-    at::Tensor wire_output = as_sum ? at::empty(shape, wire.options()) : output;
-    transport.reduce_scatter(wire, wire_output, op_on_the_wire(as_sum, op), c.tag());
-    if (as_sum) write_mean(wire_output, world_size_, output);
-    return std::vector<at::Tensor>{output};
-  }, blocking);
+  return submit_on(
+      {input}, std::move(call),
+      [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+        const at::Tensor& input = tensors[0];
+        std::vector<int64_t> shape = input.sizes().vec();
+        shape[0] /= world_size_;
+        at::Tensor output = at::empty(shape, input.options());
+        if (input.numel() == 0) return std::vector<at::Tensor>{output};
+        const bool as_sum = sent_as_sum(transport, op, input);
+        const at::Tensor wire = tensor_on_the_wire(input, as_sum);
+        at::Tensor wire_output = as_sum ? at::empty(shape, wire.options()) : output;
+        transport.reduce_scatter(wire, wire_output, op_on_the_wire(as_sum, op), c.tag());
+        if (as_sum) write_mean(wire_output, world_size_, output);
+        return std::vector<at::Tensor>{output};
+      },
+      blocking);
 }
 
 at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype) {
@@ -244,45 +263,61 @@ at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
   Call call(Collective::EmptyShared, {like});
   call.shapes[0].assign(sizes.begin(), sizes.end());
   const std::vector<int64_t> shape = sizes.vec();
-  return submit(std::move(call), [this, shape, dtype](const Call& c) {
-    return std::vector<at::Tensor>{host_->empty_shared(shape, dtype, c.tag())};
-  }, /*blocking=*/true).result().at(0);
+  return submit(
+             std::move(call),
+             [this, shape, dtype](const Call& c) {
+               return std::vector<at::Tensor>{host_->empty_shared(shape, dtype, c.tag())};
+             },
+             /*blocking=*/true)
+      .result()
+      .at(0);
 }
 
 void Communicator::run_in_call_order(const std::function<void()>& body) {
   Call call(Collective::NewGroup, {});
-  submit(std::move(call), [&body](const Call&) {
-    body();
-    return std::vector<at::Tensor>{};
-  }, /*blocking=*/true);
+  submit(
+      std::move(call),
+      [&body](const Call&) {
+        body();
+        return std::vector<at::Tensor>{};
+      },
+      /*blocking=*/true);
 }
 
 Work Communicator::barrier(bool blocking) {
-  return submit(Call(Collective::Barrier, {}), [this](const Call& c) {
-    host_->barrier(c.tag());
-    return std::vector<at::Tensor>{};
-  }, blocking);
+  return submit(
+      Call(Collective::Barrier, {}),
+      [this](const Call& c) {
+        host_->barrier(c.tag());
+        return std::vector<at::Tensor>{};
+      },
+      blocking);
 }
 
 // ---- ordering and execution ----
 
 Work Communicator::submit(Call&& call, Body body, bool blocking) {
-  return submit_in_turn(std::move(call), [this, body = std::move(body)](const Call& c) {
-    check_same_call(c, *host_);
-    return body(c);
-  }, blocking, nullptr);
+  return submit_in_turn(
+      std::move(call),
+      [this, body = std::move(body)](const Call& c) {
+        check_same_call(c, *host_);
+        return body(c);
+      },
+      blocking, nullptr);
 }
 
 Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (closed_) {
-    throw Error("lockstep: cannot run " + to_string(call.kind) + ": lockstep::shutdown() ended "
+    throw Error("lockstep: cannot run " + to_string(call.kind) +
+                ": lockstep::shutdown() ended "
                 "its process group; groups made before a new init() cannot be used after it");
   }
   if (!failure_.empty()) {
     throw Error("lockstep: cannot run " + to_string(call.kind) +
                 ": the process group failed earlier and is unusable; call "
-                "lockstep::shutdown() and lockstep::init() again. The failure was: " + failure_);
+                "lockstep::shutdown() and lockstep::init() again. The failure was: " +
+                failure_);
   }
   if (stopping_) throw Error("lockstep: the process group is shutting down");
   call.seq = next_seq_++;
@@ -313,21 +348,27 @@ Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::fu
 Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call&& call, TensorBody body, bool blocking) {
   const auto device_call = begin_device_call(tensors, call.kind);
   if (!device_call) {
-    return submit_in_turn(std::move(call), [this, tensors = std::move(tensors), body = std::move(body)](const Call& c) mutable {
-      check_same_call(c, *host_);
-      return body(c, *host_, tensors);
-    }, blocking, nullptr);
+    return submit_in_turn(
+        std::move(call),
+        [this, tensors = std::move(tensors), body = std::move(body)](const Call& c) mutable {
+          check_same_call(c, *host_);
+          return body(c, *host_, tensors);
+        },
+        blocking, nullptr);
   }
   const auto found = devices_.find(call.device_type);
   DeviceTransport* device = found == devices_.end() ? nullptr : found->second.get();
-  return submit_in_turn(std::move(call), [this, device_call, device, body](const Call& c) {
-    auto outputs = device_call->run(device, *host_, [&](Transport& moving, std::vector<at::Tensor>& moved) {
-      check_same_call(c, moving);
-      return body(c, moving, moved);
-    });
-    if (device_call->device_work_pending()) watchdog_.watch_device_work(c, device_call);
-    return outputs;
-  }, blocking, [device_call] { device_call->order_current_stream(); });
+  return submit_in_turn(
+      std::move(call),
+      [this, device_call, device, body](const Call& c) {
+        auto outputs = device_call->run(device, *host_, [&](Transport& moving, std::vector<at::Tensor>& moved) {
+          check_same_call(c, moving);
+          return body(c, moving, moved);
+        });
+        if (device_call->device_work_pending()) watchdog_.watch_device_work(c, device_call);
+        return outputs;
+      },
+      blocking, [device_call] { device_call->order_current_stream(); });
 }
 
 Communicator::Outcome Communicator::run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count) {
@@ -346,12 +387,11 @@ Communicator::Outcome Communicator::run_as_the_runner(std::unique_lock<std::mute
 
 void Communicator::run_queued_through(detail::WorkState& waited) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto found = std::find_if(queue_.begin(), queue_.end(),
-                                  [&](const Task& t) { return t.state.get() == &waited; });
+  const auto found =
+      std::find_if(queue_.begin(), queue_.end(), [&](const Task& t) { return t.state.get() == &waited; });
   if (found == queue_.end() || busy_) return;  // running or done: wait for it as usual
   // Everything up to it, in order: collectives must run in the order they were called.
-  std::vector<Task> mine(std::make_move_iterator(queue_.begin()),
-                         std::make_move_iterator(std::next(found)));
+  std::vector<Task> mine(std::make_move_iterator(queue_.begin()), std::make_move_iterator(std::next(found)));
   queue_.erase(queue_.begin(), std::next(found));
   run_as_the_runner(lock, mine.data(), mine.size());
 }
@@ -366,8 +406,8 @@ void Communicator::worker_loop() {
     run_as_the_runner(lock, &next, 1);
   }
   for (auto& task : queue_) {
-    task.state->finish({}, std::make_exception_ptr(
-        Error("lockstep: " + task.call.describe() + " was cancelled by shutdown")));
+    task.state->finish(
+        {}, std::make_exception_ptr(Error("lockstep: " + task.call.describe() + " was cancelled by shutdown")));
   }
   queue_.clear();
 }
@@ -416,8 +456,8 @@ Communicator::Outcome Communicator::execute(Task& task) {
 void Communicator::tell_observer(detail::CallObserver& observer, const Task& task, double started_us,
                                  const std::exception_ptr& error) const {
   const double ended_us = observer.now_us(timeline_rank_);
-  const detail::CallSeen seen{task.call, timeline_rank_, timeline_group_, transport_name(), task.queued_us, started_us,
-                              ended_us, nullptr};
+  const detail::CallSeen seen{task.call,      timeline_rank_, timeline_group_, transport_name(),
+                              task.queued_us, started_us,     ended_us,        nullptr};
   if (!error) return observer.call_ended(seen);
   try {
     std::rethrow_exception(error);
@@ -448,12 +488,10 @@ void Communicator::mark_failed(const std::string& what) {
   if (failure_.empty()) failure_ = what;
 }
 
-std::optional<std::pair<std::string, std::chrono::steady_clock::duration>>
-Communicator::running() const {
+std::optional<std::pair<std::string, std::chrono::steady_clock::duration>> Communicator::running() const {
   std::lock_guard<std::mutex> lock(running_mutex_);
   if (!running_call_) return std::nullopt;
-  return std::make_pair(running_call_->describe(),
-                        std::chrono::steady_clock::now() - running_since_);
+  return std::make_pair(running_call_->describe(), std::chrono::steady_clock::now() - running_since_);
 }
 
 // ---- mismatch checks and failure messages ----
@@ -479,9 +517,8 @@ std::string Communicator::how_calls_differ(const Call& call) {
   // The tag depends on the sequence number only: the calls being compared may differ.
   const uint32_t tag = tag_of(ReservedTag::HowCallsDiffer) | (static_cast<uint32_t>(call.seq) & ~kFirstReservedTag);
   host_->all_gather_bytes(&mine, all.data(), sizeof(CallSummary), tag);
-  const bool same = std::all_of(all.begin(), all.end(), [&](const CallSummary& s) {
-    return s.fingerprint == mine.fingerprint;
-  });
+  const bool same =
+      std::all_of(all.begin(), all.end(), [&](const CallSummary& s) { return s.fingerprint == mine.fingerprint; });
   if (same) return "";
   std::ostringstream message;
   message << "lockstep: ranks called different collectives (every rank must pass the same "
@@ -495,8 +532,8 @@ std::exception_ptr Communicator::explain_failure(const Call& call, const std::ex
   if (auto explained = host_->explain_failure(call, failure, elapsed, timeout_)) {
     return explained;
   }
-  const std::string message = "lockstep: rank " + std::to_string(rank_) + ": " +
-                              call.describe() + " failed: " + failure.what();
+  const std::string message =
+      "lockstep: rank " + std::to_string(rank_) + ": " + call.describe() + " failed: " + failure.what();
   if (elapsed >= timeout_) return std::make_exception_ptr(TimeoutError(message));
   return std::make_exception_ptr(Error(message));
 }

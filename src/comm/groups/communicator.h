@@ -87,7 +87,7 @@ class Communicator {
     Call call;
     Body body;
     std::shared_ptr<detail::WorkState> state;  // null for a blocking call run on the spot
-    double queued_us = 0;  // when it was called, on the call observer's clock (0: none watched)
+    double queued_us = 0;                      // when it was called, on the call observer's clock (0: none watched)
   };
 
   /// What running a task gave: its outputs, or its error.

@@ -16,7 +16,7 @@ namespace {
 // plan on every rank.
 struct Plan {
   std::vector<HierarchicalTransport::HostRank> places;  // per group rank
-  std::vector<std::vector<int>> hosts;               // group ranks on each host
+  std::vector<std::vector<int>> hosts;                  // group ranks on each host
 };
 
 Plan plan(const World& world, const std::vector<int>& members) {
@@ -35,14 +35,13 @@ Plan plan(const World& world, const std::vector<int>& members) {
 
 // What moves the group's host memory: the host backend, shared memory inside hosts, or both.
 std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::vector<int>& members,
-                                                  const std::string& name,
-                                                  const GatherOverParent& gather) {
+                                                      const std::string& name, const GatherOverParent& gather) {
   const WorldSpec& spec = world.spec();
   const auto me = std::find(members.begin(), members.end(), spec.rank);
   const int rank = me == members.end() ? -1 : static_cast<int>(me - members.begin());
   const Plan p = plan(world, members);
-  const bool shared_memory = spec.shared_memory &&
-      std::any_of(p.hosts.begin(), p.hosts.end(), [](const auto& h) { return h.size() > 1; });
+  const bool shared_memory =
+      spec.shared_memory && std::any_of(p.hosts.begin(), p.hosts.end(), [](const auto& h) { return h.size() > 1; });
 
   if (!shared_memory) {
     if (rank < 0) return nullptr;
@@ -76,12 +75,14 @@ std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::v
     const int leader = members[p.hosts[place.host][0]];
     const std::string& name = names.at(leader);
     if (!name.empty() && name[0] == '!') {
-      throw Error("lockstep: rank " + std::to_string(leader) + ", the first on this host, could not "
-                  "make the group's shared memory: " + name.substr(1));
+      throw Error("lockstep: rank " + std::to_string(leader) +
+                  ", the first on this host, could not "
+                  "make the group's shared memory: " +
+                  name.substr(1));
     }
     if (!segment) segment.emplace(ShmSegment::open(name, ShmTransport::segment_bytes(local_size)));
-    local = std::make_unique<ShmTransport>(std::move(*segment), place.local, local_size,
-                                           spec.timeout, p.hosts[place.host]);
+    local =
+        std::make_unique<ShmTransport>(std::move(*segment), place.local, local_size, spec.timeout, p.hosts[place.host]);
   } else {
     local = std::make_unique<SelfTransport>();
   }

@@ -20,8 +20,7 @@ using GatherOverParent = std::function<std::vector<std::string>(const std::strin
 /// and the build allow (comm/transports/device_transports.h). Every rank of the parent calls it with the
 /// same arguments; non-members get no host transport. `name` is unique among the world's
 /// groups.
-GroupTransports connect_group(World& world, const std::vector<int>& members,
-                                         const std::string& name,
-                                         const GatherOverParent& gather);
+GroupTransports connect_group(World& world, const std::vector<int>& members, const std::string& name,
+                              const GatherOverParent& gather);
 
 }  // namespace lockstep

@@ -85,8 +85,8 @@ void survive_dead_peers() {
 // A replica's group is run_replicas's to make and end.
 void refuse_on_replicas(const char* call) {
   if (auto* replica = detail::current_replica()) {
-    throw Error(std::string("lockstep::") + call + "() was called on replica " +
-                std::to_string(replica->index) + " of lockstep::run_replicas, whose group is " +
+    throw Error(std::string("lockstep::") + call + "() was called on replica " + std::to_string(replica->index) +
+                " of lockstep::run_replicas, whose group is " +
                 "already joined and ends when the replica returns; leave the call out of the body");
   }
 }

@@ -19,8 +19,8 @@ std::vector<std::string> gather_over(detail::GroupState& parent, const std::stri
   std::vector<char> record(kGatherRecordBytes, 0);
   std::memcpy(record.data(), mine.data(), std::min(mine.size(), kGatherRecordBytes - 1));
   std::vector<char> all(kGatherRecordBytes * n);
-  parent.communicator->host_transport().all_gather_bytes(record.data(), all.data(),
-                                                    kGatherRecordBytes, tag_of(ReservedTag::GatherOverParent));
+  parent.communicator->host_transport().all_gather_bytes(record.data(), all.data(), kGatherRecordBytes,
+                                                         tag_of(ReservedTag::GatherOverParent));
   std::vector<std::string> by_world_rank(parent.world->spec().world_size);
   for (int r = 0; r < n; ++r) {
     by_world_rank[parent.world_ranks[r]] = std::string(all.data() + r * kGatherRecordBytes);
@@ -75,9 +75,8 @@ std::string ProcessGroup::transport() const {
 Communicator& communicator_of(const ProcessGroup& group, const char* call) {
   detail::GroupState& state = detail::state_of(group);
   if (!state.communicator) {
-    throw Error(std::string("lockstep::") + call + ": rank " +
-                std::to_string(state.world->spec().rank) + " is not a member of the group of ranks " +
-                list(state.world_ranks));
+    throw Error(std::string("lockstep::") + call + ": rank " + std::to_string(state.world->spec().rank) +
+                " is not a member of the group of ranks " + list(state.world_ranks));
   }
   return *state.communicator;
 }
@@ -90,8 +89,10 @@ ProcessGroup new_group(const std::vector<int>& ranks, const ProcessGroup& parent
   std::set<int> seen;
   for (int r : ranks) {
     if (r < 0 || r >= parent_size) {
-      throw Error("lockstep::new_group: rank " + std::to_string(r) + " is not in the parent "
-                  "group, whose ranks are 0.." + std::to_string(parent_size - 1));
+      throw Error("lockstep::new_group: rank " + std::to_string(r) +
+                  " is not in the parent "
+                  "group, whose ranks are 0.." +
+                  std::to_string(parent_size - 1));
     }
     if (!seen.insert(r).second) {
       throw Error("lockstep::new_group: rank " + std::to_string(r) + " appears twice in " + list(ranks));

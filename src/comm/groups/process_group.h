@@ -13,11 +13,11 @@ namespace lockstep::detail {
 /// One process group as this rank sees it.
 struct GroupState : std::enable_shared_from_this<GroupState> {
   std::shared_ptr<World> world;
-  std::vector<int> world_ranks;  // the members, in group rank order
-  int rank = -1;                 // in the group; -1 when not a member
-  std::string name;              // unique among the world's groups, the same on every rank
+  std::vector<int> world_ranks;                // the members, in group rank order
+  int rank = -1;                               // in the group; -1 when not a member
+  std::string name;                            // unique among the world's groups, the same on every rank
   std::unique_ptr<Communicator> communicator;  // null when not a member
-  int sub_groups_made = 0;       // names the next sub-group
+  int sub_groups_made = 0;                     // names the next sub-group
 };
 
 /// What a replica thread of run_replicas has in place of init()'s process-wide group: its

@@ -47,9 +47,8 @@ void close_groups(detail::ReplicaContext& replica) {
 // One replica, on its own thread: its context in place of init()'s group, then the body.
 // Returns the body's error, if any, after telling the other replicas.
 std::exception_ptr run_replica(int index, const std::shared_ptr<ReplicaSet>& replicas,
-                               const std::function<void(ProcessGroup)>& body,
-                               const ReplicaOptions& options, const at::ThreadLocalState& caller,
-                               const at::Tensor& fresh_random_state, int threads) {
+                               const std::function<void(ProcessGroup)>& body, const ReplicaOptions& options,
+                               const at::ThreadLocalState& caller, const at::Tensor& fresh_random_state, int threads) {
   // Grad mode and the like are thread-local in ATen: a new thread would start from defaults.
   at::ThreadLocalStateGuard caller_state(caller);
   at::set_num_threads(threads);
@@ -59,8 +58,7 @@ std::exception_ptr run_replica(int index, const std::shared_ptr<ReplicaSet>& rep
   this_threads_replica = &replica;
   std::exception_ptr error;
   try {
-    replica.group = detail::make_world_group(
-        std::make_shared<ReplicaWorld>(replicas, index, options.debug()));
+    replica.group = detail::make_world_group(std::make_shared<ReplicaWorld>(replicas, index, options.debug()));
     detail::CallObserver* observer = detail::call_observer();
     if (observer != nullptr) observer->joined(replica.group->world->spec());
     body(ProcessGroup(replica.group));
@@ -97,11 +95,9 @@ ReplicaContext* current_replica() { return this_threads_replica; }
 }  // namespace detail
 
 ReplicaError::ReplicaError(int replica, const std::string& what)
-    : Error("lockstep::run_replicas: replica " + std::to_string(replica) + " failed: " + what),
-      replica_(replica) {}
+    : Error("lockstep::run_replicas: replica " + std::to_string(replica) + " failed: " + what), replica_(replica) {}
 
-void run_replicas(int n, const std::function<void(ProcessGroup group)>& body,
-                  const ReplicaOptions& options) {
+void run_replicas(int n, const std::function<void(ProcessGroup group)>& body, const ReplicaOptions& options) {
   if (n < 1) throw ConfigError("lockstep::run_replicas: n must be at least 1, got " + std::to_string(n));
   if (options.threads() < 0) {
     throw ConfigError("lockstep::run_replicas: ReplicaOptions.threads must not be negative, got " +

@@ -60,8 +60,8 @@ void Watchdog::start() {
 
 // The work it watches cannot be cancelled: ending the job is the only way not to hang forever.
 void Watchdog::watch() {
-  const auto period = std::min<std::chrono::milliseconds>(timeout_ / 10 + std::chrono::milliseconds(1),
-                                                         std::chrono::seconds(1));
+  const auto period =
+      std::min<std::chrono::milliseconds>(timeout_ / 10 + std::chrono::milliseconds(1), std::chrono::seconds(1));
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_.wait_for(lock, period, [&] { return stopping_; })) {
     if (host_calls_) check_host_call();
@@ -72,7 +72,8 @@ void Watchdog::watch() {
 void Watchdog::check_host_call() {
   const auto now_running = running_();
   if (now_running && now_running->second >= timeout_) {
-    end_job(now_running->first + " did not complete within " + seconds_of(timeout_) + " s: a rank died, hangs, or "
+    end_job(now_running->first + " did not complete within " + seconds_of(timeout_) +
+            " s: a rank died, hangs, or "
             "called a different collective");
   }
 }
@@ -100,7 +101,8 @@ void Watchdog::check_device_work() {
       end_job(std::string(e.what()) + "\n(LOCKSTEP_DEBUG=detail compares every call before it runs)");
     }
   }
-  end_job(oldest.call.describe() + " " + late + ": a rank died, hangs, or called a different collective "
+  end_job(oldest.call.describe() + " " + late +
+          ": a rank died, hangs, or called a different collective "
           "(LOCKSTEP_DEBUG=detail compares every call before it runs)");
 }
 

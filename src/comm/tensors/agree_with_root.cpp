@@ -13,7 +13,6 @@
 namespace lockstep::detail {
 namespace {
 
-
 // FNV-1a: stable across processes and builds, unlike std::hash.
 int64_t fingerprint(const std::string& text) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -61,17 +60,16 @@ std::string first_difference(const std::string& who, const std::string& what, in
   }
   const std::string on_rank = " on rank " + std::to_string(rank);
   const std::string on_root = " on rank " + std::to_string(root);
-  const std::string head = who + ": rank " + std::to_string(rank) + "'s " + what +
-                           " differs from rank " + std::to_string(root) + "'s";
+  const std::string head =
+      who + ": rank " + std::to_string(rank) + "'s " + what + " differs from rank " + std::to_string(root) + "'s";
   if (i < theirs.size() && i < roots.size() && theirs[i].label == roots[i].label) {
-    return head + " at " + roots[i].label + ": " + theirs[i].detail + on_rank + " vs " +
-           roots[i].detail + on_root;
+    return head + " at " + roots[i].label + ": " + theirs[i].detail + on_rank + " vs " + roots[i].detail + on_root;
   }
   auto entry_at = [i](const std::vector<Entry>& entries) {
     return i < entries.size() ? entries[i].label + " (" + entries[i].detail + ")" : "nothing";
   };
-  return head + ": rank " + std::to_string(rank) + " has " + entry_at(theirs) + " where rank " +
-         std::to_string(root) + " has " + entry_at(roots);
+  return head + ": rank " + std::to_string(rank) + " has " + entry_at(theirs) + " where rank " + std::to_string(root) +
+         " has " + entry_at(roots);
 }
 
 }  // namespace
@@ -84,11 +82,11 @@ std::string describe(const at::Tensor& t) {
   return out.str();
 }
 
-void agree_with_root(const std::string& who, const std::string& what, const std::vector<Entry>& entries,
-                     int root, const ProcessGroup& group) {
+void agree_with_root(const std::string& who, const std::string& what, const std::vector<Entry>& entries, int root,
+                     const ProcessGroup& group) {
   const std::string text = join(entries);
-  const at::Tensor mine = at::tensor(
-      std::vector<int64_t>{fingerprint(text), static_cast<int64_t>(text.size()), root}, at::kLong);
+  const at::Tensor mine =
+      at::tensor(std::vector<int64_t>{fingerprint(text), static_cast<int64_t>(text.size()), root}, at::kLong);
   std::vector<int64_t> fingerprints, lengths, roots;
   for (const auto& part : all_gather(mine, group)) {
     const auto* values = part.data_ptr<int64_t>();
@@ -99,14 +97,12 @@ void agree_with_root(const std::string& who, const std::string& what, const std:
   const int n = static_cast<int>(roots.size());
   for (int r = 1; r < n; ++r) {
     if (roots[r] != roots[0]) {
-      throw MismatchError(who + ": ranks passed different roots: rank " +
-                          std::to_string(r) + " passed root " + std::to_string(roots[r]) +
-                          " but rank 0 passed root " + std::to_string(roots[0]));
+      throw MismatchError(who + ": ranks passed different roots: rank " + std::to_string(r) + " passed root " +
+                          std::to_string(roots[r]) + " but rank 0 passed root " + std::to_string(roots[0]));
     }
   }
   if (root < 0 || root >= n) {
-    throw Error(who + ": root " + std::to_string(root) +
-                " is not a rank; ranks are 0.." + std::to_string(n - 1));
+    throw Error(who + ": root " + std::to_string(root) + " is not a rank; ranks are 0.." + std::to_string(n - 1));
   }
   bool same = true;
   for (int r = 0; r < n; ++r) same = same && fingerprints[r] == fingerprints[root];

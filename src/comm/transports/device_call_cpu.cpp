@@ -9,7 +9,8 @@ namespace lockstep {
 std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind) {
   for (const auto& t : tensors) {
     if (!t.device().is_cpu()) {
-      throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + t.device().str() + ", but this lockstep moves CPU tensors only "
+      throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + t.device().str() +
+                  ", but this lockstep moves CPU tensors only "
                   "(it was built against a libtorch without CUDA; see docs/GPU.md); pass tensor.cpu()");
     }
   }
@@ -19,7 +20,8 @@ std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& ten
 bool built_with_cuda() { return false; }
 
 void use_cuda_device(int index) {
-  throw ConfigError("lockstep::init: InitOptions::device(" + std::to_string(index) + ") needs a GPU, but this lockstep was "
+  throw ConfigError("lockstep::init: InitOptions::device(" + std::to_string(index) +
+                    ") needs a GPU, but this lockstep was "
                     "built against a libtorch without CUDA (docs/GPU.md)");
 }
 

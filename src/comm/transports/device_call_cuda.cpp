@@ -106,17 +106,24 @@ class CudaDeviceCall : public DeviceCall {
   std::vector<at::Tensor> run(DeviceTransport* device, HostTransport& host, const Body& body) override {
     c10::cuda::CUDAGuard on_device(device_);
     if (captured_ && device && !device->connected(device_)) {
-      throw CallRefused("lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() + " is capturing a "
-                        "CUDA graph, and this is the group's first collective on " + device_.str() + ", whose setup "
+      throw CallRefused("lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() +
+                        " is capturing a "
+                        "CUDA graph, and this is the group's first collective on " +
+                        device_.str() +
+                        ", whose setup "
                         "cannot be captured; call one collective on the group before capturing (docs/GPU.md)");
     }
     if (const auto stream = device ? device->device_stream(device_) : std::nullopt) {
       return run_on(c10::cuda::CUDAStream(*stream), *device, body);
     }
     if (captured_) {
-      throw CallRefused("lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() + " is capturing a "
-                        "CUDA graph, but this group stages " + device_.str() + "'s tensors through host memory, whose "
-                        "copies and waits cannot be captured; capture collectives only where NCCL moves them (docs/GPU.md)");
+      throw CallRefused(
+          "lockstep::" + to_string(kind_) + ": the current stream of " + device_.str() +
+          " is capturing a "
+          "CUDA graph, but this group stages " +
+          device_.str() +
+          "'s tensors through host memory, whose "
+          "copies and waits cannot be captured; capture collectives only where NCCL moves them (docs/GPU.md)");
     }
     return run_through_host(host, body);
   }
@@ -234,8 +241,8 @@ bool built_with_cuda() { return true; }
 void use_cuda_device(int index) {
   const int gpus = c10::cuda::device_count();
   if (index < 0 || index >= gpus) {
-    throw ConfigError("lockstep::init: InitOptions::device(" + std::to_string(index) + "), but " + std::to_string(gpus) +
-                      " CUDA devices are visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
+    throw ConfigError("lockstep::init: InitOptions::device(" + std::to_string(index) + "), but " +
+                      std::to_string(gpus) + " CUDA devices are visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)");
   }
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
 }

@@ -48,7 +48,8 @@ std::exception_ptr FailureReports::explain(const Call& call, const std::exceptio
     if (r == rank_) continue;
     others << "\n  rank " << named(r) << ": ";
     try {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       store_->wait({key + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
       const auto report = store_->get(key + std::to_string(r));
       const std::string theirs(report.begin(), report.end());

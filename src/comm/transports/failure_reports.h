@@ -24,8 +24,8 @@ class FailureReports {
 
   /// Reports this rank's `call` and waits briefly for the others': a MismatchError where the
   /// calls differ, a TimeoutError where `elapsed` reached `timeout`, else an Error.
-  std::exception_ptr explain(const Call& call, const std::exception& failure, std::chrono::steady_clock::duration elapsed,
-                             std::chrono::milliseconds timeout) const;
+  std::exception_ptr explain(const Call& call, const std::exception& failure,
+                             std::chrono::steady_clock::duration elapsed, std::chrono::milliseconds timeout) const;
 
  private:
   int named(int rank) const;

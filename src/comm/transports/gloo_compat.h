@@ -29,8 +29,9 @@ namespace detail {
 template <typename Context, typename = void>
 struct TakesStorePointer : std::false_type {};
 template <typename Context>
-struct TakesStorePointer<Context, std::void_t<decltype(std::declval<Context&>().connectFullMesh(
-                                      std::declval<StorePtr>(), std::declval<std::shared_ptr<gloo::transport::Device>&>()))>>
+struct TakesStorePointer<Context,
+                         std::void_t<decltype(std::declval<Context&>().connectFullMesh(
+                             std::declval<StorePtr>(), std::declval<std::shared_ptr<gloo::transport::Device>&>()))>>
     : std::true_type {};
 }  // namespace detail
 

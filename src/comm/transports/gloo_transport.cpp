@@ -26,8 +26,7 @@ void with_element_type(const at::Tensor& tensor, Fn&& fn) {
     case 4: return fn(static_cast<uint32_t*>(tensor.data_ptr()));
     case 8: return fn(static_cast<uint64_t*>(tensor.data_ptr()));
   }
-  throw Error("lockstep: gloo cannot move elements of " +
-              std::to_string(tensor.element_size()) + " bytes");
+  throw Error("lockstep: gloo cannot move elements of " + std::to_string(tensor.element_size()) + " bytes");
 }
 
 template <typename T>
@@ -37,8 +36,7 @@ T* same_type(const at::Tensor& tensor, T*) {
 
 }  // namespace
 
-GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context,
-                             std::shared_ptr<gloo::rendezvous::Store> store,
+GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::rendezvous::Store> store,
                              std::chrono::milliseconds timeout, std::vector<int> group_ranks)
     : context_(std::move(context)), timeout_(timeout) {
   // Gloo's data path fails as a whole; the rendezvous store usually still answers.
@@ -99,8 +97,7 @@ void GlooTransport::barrier(uint32_t tag) {
   gloo::barrier(opts);
 }
 
-void GlooTransport::all_gather_bytes(const void* input, void* output, size_t bytes,
-                                        uint32_t tag) {
+void GlooTransport::all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) {
   gloo::AllgatherOptions opts(context_);
   opts.setInput(static_cast<char*>(const_cast<void*>(input)), bytes);
   opts.setOutput(static_cast<char*>(output), bytes * size());

@@ -17,8 +17,7 @@ class GlooTransport : public HostTransport {
  public:
   /// `group_ranks[r]` is how errors name the context's rank r (its rank in the user's group;
   /// they differ when gloo connects only the leaders of a hierarchical group).
-  GlooTransport(std::shared_ptr<gloo::Context> context,
-                std::shared_ptr<gloo::rendezvous::Store> store,
+  GlooTransport(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::rendezvous::Store> store,
                 std::chrono::milliseconds timeout, std::vector<int> group_ranks = {});
 
   int rank() const override { return context_->rank; }

@@ -14,8 +14,7 @@ constexpr uint32_t kFingerprintCheckTag = 0x7fffffffu;
 
 HierarchicalTransport::HierarchicalTransport(int rank, std::vector<HostRank> places,
                                              std::unique_ptr<HostTransport> local,
-                                             std::unique_ptr<HostTransport> leaders,
-                                             std::string backend_name,
+                                             std::unique_ptr<HostTransport> leaders, std::string backend_name,
                                              bool backend_checks_every_call)
     : rank_(rank),
       places_(std::move(places)),
@@ -48,13 +47,11 @@ void HierarchicalTransport::reduce(at::Tensor& tensor, int root, ReduceOp op, ui
   if (rank_ == root) tensor.copy_(scratch);
 }
 
-void HierarchicalTransport::all_gather(const at::Tensor& input, at::Tensor& output,
-                                       uint32_t tag) {
+void HierarchicalTransport::all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) {
   all_gather_bytes(input.data_ptr(), output.data_ptr(), input.nbytes(), tag);
 }
 
-void HierarchicalTransport::all_gather_bytes(const void* input, void* output, size_t bytes,
-                                             uint32_t tag) {
+void HierarchicalTransport::all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) {
   // Hosts may hold different numbers of ranks, in any order, which the backends' gathers do
   // not allow. Every rank puts its bytes in its own row of zeros, and a byte-wise Max of the
   // rows, exact for any content, is the gathered result.

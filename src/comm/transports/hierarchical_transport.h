@@ -7,8 +7,9 @@
 
 namespace lockstep {
 
-/// A group spread over several hosts: shared memory inside each host, the host backend (gloo or/// MPI) among one leader per host (the host's first rank), then shared memory again to fan
-/// the result out. Only leaders touch the network, once per collective.
+/// A group spread over several hosts: shared memory inside each host, the host backend (gloo or/// MPI) among one
+/// leader per host (the host's first rank), then shared memory again to fan the result out. Only leaders touch the
+/// network, once per collective.
 class HierarchicalTransport : public HostTransport {
  public:
   /// Where each rank of the group sits: its host's index and its index among that host's

@@ -19,7 +19,8 @@ MPI_Datatype datatype(at::ScalarType dtype) {
     case at::kInt: return MPI_INT32_T;
     case at::kLong: return MPI_INT64_T;
     case at::kByte: return MPI_UINT8_T;
-    case at::kHalf: case at::kBFloat16: return MPI_UINT16_T;  // reduced by our own ops
+    case at::kHalf:
+    case at::kBFloat16: return MPI_UINT16_T;  // reduced by our own ops
     default: break;
   }
   throw Error(std::string("lockstep: MPI cannot carry dtype ") + c10::toString(dtype));
@@ -44,11 +45,10 @@ void mpi_reduce(void* in, void* inout, int* count, MPI_Datatype*) {
 
 template <typename T>
 void add_custom_ops(at::ScalarType dtype, std::map<std::pair<at::ScalarType, ReduceOp>, MPI_Op>& ops) {
-  const std::pair<ReduceOp, MPI_User_function*> functions[] = {
-      {ReduceOp::Sum, &mpi_reduce<T, ReduceOp::Sum>},
-      {ReduceOp::Product, &mpi_reduce<T, ReduceOp::Product>},
-      {ReduceOp::Min, &mpi_reduce<T, ReduceOp::Min>},
-      {ReduceOp::Max, &mpi_reduce<T, ReduceOp::Max>}};
+  const std::pair<ReduceOp, MPI_User_function*> functions[] = {{ReduceOp::Sum, &mpi_reduce<T, ReduceOp::Sum>},
+                                                               {ReduceOp::Product, &mpi_reduce<T, ReduceOp::Product>},
+                                                               {ReduceOp::Min, &mpi_reduce<T, ReduceOp::Min>},
+                                                               {ReduceOp::Max, &mpi_reduce<T, ReduceOp::Max>}};
   for (const auto& [op, function] : functions) {
     MPI_Op handle;
     check_mpi(MPI_Op_create(function, /*commute=*/1, &handle), "MPI_Op_create");
@@ -85,47 +85,41 @@ MPI_Op MpiTransport::op_for(at::ScalarType dtype, ReduceOp op) const {
 }
 
 void MpiTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t) {
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count_of(tensor),
-                      datatype(tensor.scalar_type()), op_for(tensor.scalar_type(), op), comm_),
-        "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count_of(tensor), datatype(tensor.scalar_type()),
+                          op_for(tensor.scalar_type(), op), comm_),
+            "MPI_Allreduce");
 }
 
 void MpiTransport::broadcast(at::Tensor& tensor, int root, uint32_t) {
-  check_mpi(MPI_Bcast(tensor.data_ptr(), count_of(tensor), datatype(tensor.scalar_type()), root, comm_),
-        "MPI_Bcast");
+  check_mpi(MPI_Bcast(tensor.data_ptr(), count_of(tensor), datatype(tensor.scalar_type()), root, comm_), "MPI_Bcast");
 }
 
 void MpiTransport::reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t) {
   const bool is_root = rank() == root;
   check_mpi(MPI_Reduce(is_root ? MPI_IN_PLACE : tensor.data_ptr(), is_root ? tensor.data_ptr() : nullptr,
-                   count_of(tensor), datatype(tensor.scalar_type()),
-                   op_for(tensor.scalar_type(), op), root, comm_),
-        "MPI_Reduce");
+                       count_of(tensor), datatype(tensor.scalar_type()), op_for(tensor.scalar_type(), op), root, comm_),
+            "MPI_Reduce");
 }
 
 void MpiTransport::all_gather(const at::Tensor& input, at::Tensor& output, uint32_t) {
   const MPI_Datatype type = datatype(input.scalar_type());
   count_of(output);
-  check_mpi(MPI_Allgather(input.data_ptr(), count_of(input), type, output.data_ptr(),
-                      count_of(input), type, comm_),
-        "MPI_Allgather");
+  check_mpi(MPI_Allgather(input.data_ptr(), count_of(input), type, output.data_ptr(), count_of(input), type, comm_),
+            "MPI_Allgather");
 }
 
-void MpiTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output,
-                                         ReduceOp op, uint32_t) {
+void MpiTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t) {
   count_of(input);
   check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), count_of(output),
-                                 datatype(input.scalar_type()),
-                                 op_for(input.scalar_type(), op), comm_),
-        "MPI_Reduce_scatter_block");
+                                     datatype(input.scalar_type()), op_for(input.scalar_type(), op), comm_),
+            "MPI_Reduce_scatter_block");
 }
 
 void MpiTransport::barrier(uint32_t) { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 void MpiTransport::all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t) {
-  check_mpi(MPI_Allgather(input, static_cast<int>(bytes), MPI_BYTE, output, static_cast<int>(bytes),
-                      MPI_BYTE, comm_),
-        "MPI_Allgather");
+  check_mpi(MPI_Allgather(input, static_cast<int>(bytes), MPI_BYTE, output, static_cast<int>(bytes), MPI_BYTE, comm_),
+            "MPI_Allgather");
 }
 
 bool MpiTransport::same_fingerprint_everywhere(uint64_t fingerprint) {
@@ -142,8 +136,9 @@ void start_mpi() {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   if (provided < MPI_THREAD_MULTIPLE) {
-    throw ConfigError("lockstep: this MPI library does not support MPI_THREAD_MULTIPLE, which "
-                      "process groups running side by side need; use the gloo backend");
+    throw ConfigError(
+        "lockstep: this MPI library does not support MPI_THREAD_MULTIPLE, which "
+        "process groups running side by side need; use the gloo backend");
   }
 }
 

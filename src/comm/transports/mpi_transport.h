@@ -28,8 +28,7 @@ class MpiTransport : public HostTransport {
   void broadcast(at::Tensor& tensor, int root, uint32_t tag) override;
   void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override;
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
-  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                      uint32_t tag) override;
+  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
   bool checks_every_call(const Call&) const override { return true; }

@@ -35,7 +35,6 @@
 namespace lockstep {
 namespace {
 
-
 ncclDataType_t nccl_type(const at::Tensor& tensor) {
   switch (tensor.scalar_type()) {
     case at::kFloat: return ncclFloat32;
@@ -133,8 +132,8 @@ class NcclTransport : public DeviceTransport {
 
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t) override {
     DeviceComm& d = device_of(input);
-    const ncclResult_t started = ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), nccl_type(input),
-                                               d.comm, d.stream.stream());
+    const ncclResult_t started =
+        ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), nccl_type(input), d.comm, d.stream.stream());
     throw_unless_done(started, d.comm, "ncclAllGather");
   }
 
@@ -208,7 +207,8 @@ class NcclTransport : public DeviceTransport {
       throw Error("lockstep: NCCL has no communicator for " + tensor.device().str());
     }
     if (found->second->aborted) {
-      throw Error("lockstep: NCCL's communicator for " + tensor.device().str() + " was aborted after an earlier failure");
+      throw Error("lockstep: NCCL's communicator for " + tensor.device().str() +
+                  " was aborted after an earlier failure");
     }
     return *found->second;
   }
@@ -248,10 +248,12 @@ class NcclTransport : public DeviceTransport {
       throw_unless_done(started, comm, "making the NCCL communicator of " + device.str());
     } catch (const Error& e) {
       if (shared.empty()) throw;
-      throw Error(std::string(e.what()) + "\n" + shared + ": NCCL needs a GPU per rank. Give each rank its own device, "
+      throw Error(std::string(e.what()) + "\n" + shared +
+                  ": NCCL needs a GPU per rank. Give each rank its own device, "
                   "or use the device backend auto or staged, which stage CUDA tensors through host memory");
     }
-    return std::make_unique<DeviceComm>(DeviceComm{comm, c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())});
+    return std::make_unique<DeviceComm>(
+        DeviceComm{comm, c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())});
   }
 
   // ncclCommAbort can itself hang (a proxy thread stuck on a dead peer's socket): waited
@@ -275,8 +277,10 @@ class NcclTransport : public DeviceTransport {
     static std::once_flag once;
     if (rank() != 0) return;
     std::call_once(once, [&] {
-      std::fprintf(stderr, "lockstep: %s; NCCL needs a GPU per rank, so groups where ranks share a GPU stage CUDA "
-                   "tensors through host memory\n", shared.c_str());
+      std::fprintf(stderr,
+                   "lockstep: %s; NCCL needs a GPU per rank, so groups where ranks share a GPU stage CUDA "
+                   "tensors through host memory\n",
+                   shared.c_str());
     });
   }
 
@@ -311,9 +315,11 @@ class NcclTransport : public DeviceTransport {
   void throw_unless_done(ncclResult_t result, ncclComm_t comm, const std::string& what) {
     result = result_when_done(result, comm);
     if (result == ncclSuccess) return;
-    const std::string why = result == ncclInProgress
-        ? "did not finish within " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) + " s"
-        : std::string("failed: ") + ncclGetErrorString(result) + last_error(comm);
+    const std::string why =
+        result == ncclInProgress
+            ? "did not finish within " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) + " s"
+            : std::string("failed: ") + ncclGetErrorString(result) + last_error(comm);
     abort_failed(comm);
     if (result == ncclInProgress) throw TimeoutError("lockstep: " + what + " " + why);
     throw Error("lockstep: " + what + " " + why);
@@ -344,7 +350,7 @@ class NcclTransport : public DeviceTransport {
     }
   }
 
-  HostTransport& host_;  // the group's; outlives this
+  HostTransport& host_;       // the group's; outlives this
   const DeviceBackend mode_;  // Nccl, or Auto: NCCL only where every rank has a GPU of its own
   const std::chrono::milliseconds timeout_;
   std::mutex mutex_;  // guards devices_: the watchdog asks for errors from its own thread
@@ -365,7 +371,8 @@ void say_if_another_nccl_is_loaded() {
                            : std::to_string(code / 1000) + "." + std::to_string(code / 100 % 10);
     };
     if (major_minor(loaded) != major_minor(NCCL_VERSION_CODE)) {
-      std::fprintf(stderr, "lockstep: NCCL %s is loaded, but lockstep was compiled against NCCL %s; rebuild lockstep "
+      std::fprintf(stderr,
+                   "lockstep: NCCL %s is loaded, but lockstep was compiled against NCCL %s; rebuild lockstep "
                    "against the NCCL beside libtorch (docs/GPU.md)\n",
                    major_minor(loaded).c_str(), major_minor(NCCL_VERSION_CODE).c_str());
     }
@@ -377,7 +384,8 @@ void say_if_another_nccl_is_loaded() {
 bool built_with_nccl() { return true; }
 
 DeviceTransports device_transports(HostTransport& host, DeviceBackend backend, std::chrono::milliseconds timeout) {
-  const bool wanted = backend == DeviceBackend::Nccl || (backend == DeviceBackend::Auto && c10::cuda::device_count() > 0);
+  const bool wanted =
+      backend == DeviceBackend::Nccl || (backend == DeviceBackend::Auto && c10::cuda::device_count() > 0);
   DeviceTransports transports;
   if (!wanted) return transports;
   say_if_another_nccl_is_loaded();

@@ -72,8 +72,7 @@ inline A combine(A x, A y) {
 #define LOCKSTEP_CLONES_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
 #endif
 template <typename T, ReduceOp Op>
-LOCKSTEP_CLONES_FOR_AVX2
-void reduce_many(void* out, void* copy, const void* const* inputs, int n, size_t count) {
+LOCKSTEP_CLONES_FOR_AVX2 void reduce_many(void* out, void* copy, const void* const* inputs, int n, size_t count) {
   using E = Element<T>;
   using Bits = typename E::Bits;
   using A = typename E::Accumulator;

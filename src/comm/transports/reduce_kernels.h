@@ -34,8 +34,7 @@ ReduceFunction reduce_function(c10::ScalarType dtype, ReduceOp op);
 /// always in input order, so every rank that computes it gets the same bits; also written
 /// to `copy` unless it is null. float16 and bfloat16 are combined in float32 and rounded
 /// once. `out` and `copy` may be inputs.
-using ReduceManyFunction = void (*)(void* out, void* copy, const void* const* inputs, int n,
-                                    size_t count);
+using ReduceManyFunction = void (*)(void* out, void* copy, const void* const* inputs, int n, size_t count);
 
 ReduceManyFunction reduce_many_function(c10::ScalarType dtype, ReduceOp op);
 

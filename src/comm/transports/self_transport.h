@@ -19,8 +19,7 @@ class SelfTransport : public HostTransport {
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t) override {
     std::memcpy(output.data_ptr(), input.data_ptr(), input.nbytes());
   }
-  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp,
-                      uint32_t) override {
+  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp, uint32_t) override {
     std::memcpy(output.data_ptr(), input.data_ptr(), input.nbytes());
   }
   void barrier(uint32_t) override {}

@@ -41,13 +41,11 @@ void cpu_relax() {
 // Not FUTEX_PRIVATE: the word is shared between processes.
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, milliseconds at_most) {
   timespec timeout{0, static_cast<long>(std::chrono::nanoseconds(at_most).count())};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &timeout,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &timeout, nullptr, 0);
 }
 
 void futex_wake_all(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 // A killed rank stays a zombie until its parent reaps it; it is dead all the same.
@@ -65,8 +63,7 @@ bool is_alive(pid_t pid) {
 
 size_t ShmMeeting::bytes(int size) { return sizeof(Bell) + sizeof(Seat) * size; }
 
-ShmMeeting::ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks,
-                       Absence absence)
+ShmMeeting::ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks, Absence absence)
     : bell_(static_cast<Bell*>(memory)),
       seats_(reinterpret_cast<Seat*>(static_cast<char*>(memory) + sizeof(Bell))),
       rank_(rank),
@@ -149,8 +146,8 @@ void ShmMeeting::check_on_missing(uint64_t phase, bool deadline_passed) const {
     if (seats_[r].phase.load(std::memory_order_acquire) >= phase) continue;
     const pid_t pid = seats_[r].pid.load();
     const bool other_process = pid > 0 && pid != getpid();
-    const std::string name = "rank " + std::to_string(group_ranks_.at(r)) +
-                             (other_process ? " (pid " + std::to_string(pid) + ")" : "");
+    const std::string name =
+        "rank " + std::to_string(group_ranks_.at(r)) + (other_process ? " (pid " + std::to_string(pid) + ")" : "");
     missing << (missing.tellp() > 0 ? ", " : "") << name;
     const std::string why = absence_ ? absence_(r) : other_process && !is_alive(pid) ? "died" : "";
     if (!why.empty()) gone << (gone.tellp() > 0 ? ", " : "") << name << " " << why;

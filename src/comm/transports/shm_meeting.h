@@ -54,8 +54,7 @@ class ShmMeeting {
 
   /// `memory` is bytes(size) zeroed bytes, 64-aligned; `group_ranks[r]` is how errors name
   /// rank r. Without `absence`, a rank is gone when its process has died.
-  ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks,
-             Absence absence = nullptr);
+  ShmMeeting(void* memory, int rank, int size, std::vector<int> group_ranks, Absence absence = nullptr);
 
   /// Marks this rank as having reached `phase` in the call tagged `tag`, then waits until
   /// every rank has. Throws CallsDiffer when their tags differ, and Error naming the ranks

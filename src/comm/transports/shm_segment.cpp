@@ -38,10 +38,7 @@ ShmSegment::ShmSegment(std::string name, void* data, size_t bytes, bool owns_nam
     : name_(std::move(name)), data_(data), bytes_(bytes), owns_name_(owns_name) {}
 
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
-    : name_(std::move(other.name_)),
-      data_(other.data_),
-      bytes_(other.bytes_),
-      owns_name_(other.owns_name_) {
+    : name_(std::move(other.name_)), data_(other.data_), bytes_(other.bytes_), owns_name_(other.owns_name_) {
   other.data_ = nullptr;
   other.owns_name_ = false;
 }
@@ -59,8 +56,7 @@ void ShmSegment::unlink() {
 ShmSegment ShmSegment::create(size_t bytes) {
   std::random_device random;
   const uint64_t nonce = (static_cast<uint64_t>(random()) << 32) ^ random();
-  const std::string name = "/" + std::string(kPrefix) + std::to_string(getpid()) + "-" +
-                           std::to_string(nonce);
+  const std::string name = "/" + std::string(kPrefix) + std::to_string(getpid()) + "-" + std::to_string(nonce);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw Error(system_error("lockstep: cannot create /dev/shm" + name) + kHowToTurnOff);
   // Reserving the pages now turns a full /dev/shm into this error instead of a SIGBUS later.
@@ -71,8 +67,9 @@ ShmSegment ShmSegment::create(size_t bytes) {
   if (data == nullptr) {
     shm_unlink(name.c_str());
     errno = error;
-    throw Error(system_error("lockstep: cannot reserve " + std::to_string(bytes >> 10) +
-                             " KiB of shared memory in /dev/shm") + kHowToTurnOff);
+    throw Error(
+        system_error("lockstep: cannot reserve " + std::to_string(bytes >> 10) + " KiB of shared memory in /dev/shm") +
+        kHowToTurnOff);
   }
   return ShmSegment(name, data, bytes, /*owns_name=*/true);
 }
@@ -81,12 +78,9 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   const int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) throw Error(system_error("lockstep: cannot open /dev/shm" + name));
   struct stat status {};
-  void* data = fstat(fd, &status) == 0 && static_cast<size_t>(status.st_size) == bytes
-                   ? map(fd, bytes)
-                   : nullptr;
+  void* data = fstat(fd, &status) == 0 && static_cast<size_t>(status.st_size) == bytes ? map(fd, bytes) : nullptr;
   close(fd);
-  if (data == nullptr) throw Error("lockstep: cannot map /dev/shm" + name + " of " +
-                                   std::to_string(bytes) + " bytes");
+  if (data == nullptr) throw Error("lockstep: cannot map /dev/shm" + name + " of " + std::to_string(bytes) + " bytes");
   return ShmSegment(name, data, bytes, /*owns_name=*/false);
 }
 

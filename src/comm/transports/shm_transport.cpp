@@ -28,8 +28,8 @@ size_t ShmTransport::segment_bytes(int size) {
   return round_up(ShmMeeting::bytes(size), kAlign) + 2 * size * kSlotBytes;
 }
 
-ShmTransport::ShmTransport(ShmSegment segment, int rank, int size,
-                           std::chrono::milliseconds timeout, std::vector<int> group_ranks)
+ShmTransport::ShmTransport(ShmSegment segment, int rank, int size, std::chrono::milliseconds timeout,
+                           std::vector<int> group_ranks)
     : segment_(std::move(segment)),
       meeting_(segment_.data(), rank, size, std::move(group_ranks)),
       rank_(rank),
@@ -65,8 +65,7 @@ void ShmTransport::reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t ta
               /*keep=*/rank_ == root, tag);
 }
 
-void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op,
-                               bool keep, uint32_t tag) {
+void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep, uint32_t tag) {
   const ReduceManyFunction combine = reduce_many_function(dtype, op);
   const size_t element = c10::elementSize(dtype);
   if (count * element <= kDirectBytes) {
@@ -98,8 +97,8 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     for (int r = 0; r < size_; ++r) {
       inputs_[r] = (r == rank_ ? piece : slot(r)) + mine.begin * element;
     }
-    combine(slot(rank_) + mine.begin * element, keep ? piece + mine.begin * element : nullptr,
-            inputs_.data(), size_, mine.end - mine.begin);
+    combine(slot(rank_) + mine.begin * element, keep ? piece + mine.begin * element : nullptr, inputs_.data(), size_,
+            mine.end - mine.begin);
     meet(tag);
     for (int r = 0; r < size_ && keep; ++r) {
       if (r != rank_) copy_part(piece, slot(r), part(r));
@@ -121,15 +120,18 @@ at::Tensor ShmTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
     static std::once_flag warned;
     auto fall_back = [&](const std::string& why) {
       std::call_once(warned, [&] {
-        std::fprintf(stderr, "%s; shared tensors that do not fit are ordinary ones, reduced "
-                             "through copies\n", why.c_str());
+        std::fprintf(stderr,
+                     "%s; shared tensors that do not fit are ordinary ones, reduced "
+                     "through copies\n",
+                     why.c_str());
       });
     };
     const size_t free_bytes = shm_free_bytes();
     if (part * size_ > free_bytes / 2) {
-      fall_back("lockstep: a shared tensor of " + std::to_string(part * size_ >> 10) + " KiB "
-                "would take more than half of the " + std::to_string(free_bytes >> 10) +
-                " KiB free in /dev/shm (docker run --shm-size gives more)");
+      fall_back("lockstep: a shared tensor of " + std::to_string(part * size_ >> 10) +
+                " KiB "
+                "would take more than half of the " +
+                std::to_string(free_bytes >> 10) + " KiB free in /dev/shm (docker run --shm-size gives more)");
     } else {
       try {
         segment.emplace(ShmSegment::create(part * size_));
@@ -150,7 +152,8 @@ at::Tensor ShmTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtyp
   auto block = std::make_shared<SharedBlock>(SharedBlock{std::move(*segment), part});
   shared_blocks_.push_back(block);
   char* mine = static_cast<char*>(block->segment.data()) + rank_ * part;
-  return at::from_blob(mine, sizes, [block](void*) {}, at::TensorOptions().dtype(dtype));
+  return at::from_blob(
+      mine, sizes, [block](void*) {}, at::TensorOptions().dtype(dtype));
 }
 
 std::optional<ShmTransport::SharedLocation> ShmTransport::find_shared(const at::Tensor& tensor) {
@@ -170,8 +173,8 @@ std::optional<ShmTransport::SharedLocation> ShmTransport::find_shared(const at::
   return std::nullopt;
 }
 
-void ShmTransport::all_reduce_shared(const SharedLocation& place, size_t count, at::ScalarType dtype,
-                                     ReduceOp op, uint32_t tag) {
+void ShmTransport::all_reduce_shared(const SharedLocation& place, size_t count, at::ScalarType dtype, ReduceOp op,
+                                     uint32_t tag) {
   const ReduceManyFunction combine = reduce_many_function(dtype, op);
   const size_t element = c10::elementSize(dtype);
   char* first = static_cast<char*>(place.block->segment.data()) + place.offset;
@@ -211,8 +214,7 @@ void ShmTransport::broadcast(at::Tensor& tensor, int root, uint32_t tag) {
 
 void ShmTransport::all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) {
   start_call();
-  gather_bytes(static_cast<const char*>(input.data_ptr()), static_cast<char*>(output.data_ptr()),
-               input.nbytes(), tag);
+  gather_bytes(static_cast<const char*>(input.data_ptr()), static_cast<char*>(output.data_ptr()), input.nbytes(), tag);
 }
 
 void ShmTransport::all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) {
@@ -230,8 +232,7 @@ void ShmTransport::gather_bytes(const char* input, char* output, size_t bytes, u
   }
 }
 
-void ShmTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                                  uint32_t tag) {
+void ShmTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) {
   start_call();
   const ReduceManyFunction combine = reduce_many_function(input.scalar_type(), op);
   const size_t element = input.element_size();

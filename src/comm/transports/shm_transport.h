@@ -29,8 +29,7 @@ class ShmTransport : public HostTransport {
 
   /// Meets every rank once the segment is mapped everywhere; the creator then unlinks its
   /// name. `group_ranks[r]` is how errors name local rank r.
-  ShmTransport(ShmSegment segment, int rank, int size, std::chrono::milliseconds timeout,
-               std::vector<int> group_ranks);
+  ShmTransport(ShmSegment segment, int rank, int size, std::chrono::milliseconds timeout, std::vector<int> group_ranks);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -40,8 +39,7 @@ class ShmTransport : public HostTransport {
   void broadcast(at::Tensor& tensor, int root, uint32_t tag) override;
   void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override;
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
-  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                      uint32_t tag) override;
+  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
   /// A tensor in a segment every local rank maps, rank r's in part r: all_reduce on it
@@ -60,12 +58,10 @@ class ShmTransport : public HostTransport {
   };
   std::optional<SharedLocation> find_shared(const at::Tensor& tensor);
   /// Every rank reduces its slice of all ranks' tensors and writes it into all of them.
-  void all_reduce_shared(const SharedLocation& place, size_t count, at::ScalarType dtype,
-                         ReduceOp op, uint32_t tag);
+  void all_reduce_shared(const SharedLocation& place, size_t count, at::ScalarType dtype, ReduceOp op, uint32_t tag);
 
   /// Reduces `data` across ranks; only ranks with `keep` write the result into it.
-  void reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep,
-                   uint32_t tag);
+  void reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep, uint32_t tag);
   void gather_bytes(const char* input, char* output, size_t bytes, uint32_t tag);
   /// This round's slot of rank `r`.
   char* slot(int r) const;
@@ -80,7 +76,7 @@ class ShmTransport : public HostTransport {
   uint64_t phase_ = 0;
   int half_ = 0;
   ShmMeeting::Deadline deadline_;
-  std::vector<const void*> inputs_;  // one per rank, for the reduction kernels
+  std::vector<const void*> inputs_;                        // one per rank, for the reduction kernels
   std::vector<std::weak_ptr<SharedBlock>> shared_blocks_;  // alive while their tensors are
 };
 

@@ -79,20 +79,17 @@ void ThreadTransport::all_gather(const at::Tensor& input, at::Tensor& output, ui
   all_gather_bytes(input.data_ptr(), output.data_ptr(), input.nbytes(), tag);
 }
 
-void ThreadTransport::all_gather_bytes(const void* input, void* output, size_t bytes,
-                                       uint32_t tag) {
+void ThreadTransport::all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) {
   publish(input, tag);
   for (int r = 0; r < size_; ++r) std::memcpy(static_cast<char*>(output) + r * bytes, peer(r), bytes);
   meet(tag);
 }
 
-void ThreadTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                                     uint32_t tag) {
+void ThreadTransport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) {
   publish(input.data_ptr(), tag);
   const size_t part_bytes = output.nbytes();
   for (int r = 0; r < size_; ++r) inputs_[r] = peer(r) + rank_ * part_bytes;
-  reduce_many_function(input.scalar_type(), op)(output.data_ptr(), nullptr, inputs_.data(), size_,
-                                                output.numel());
+  reduce_many_function(input.scalar_type(), op)(output.data_ptr(), nullptr, inputs_.data(), size_, output.numel());
   meet(tag);
 }
 

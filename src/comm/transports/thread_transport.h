@@ -37,9 +37,8 @@ class ThreadMeetingPlace {
 class ThreadTransport : public HostTransport {
  public:
   /// `group_ranks[r]` is how errors name rank r; `absence` says why a rank will not come.
-  ThreadTransport(std::shared_ptr<ThreadMeetingPlace> place, int rank, int size,
-                  std::chrono::milliseconds timeout, std::vector<int> group_ranks,
-                  ShmMeeting::Absence absence);
+  ThreadTransport(std::shared_ptr<ThreadMeetingPlace> place, int rank, int size, std::chrono::milliseconds timeout,
+                  std::vector<int> group_ranks, ShmMeeting::Absence absence);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -49,8 +48,7 @@ class ThreadTransport : public HostTransport {
   void broadcast(at::Tensor& tensor, int root, uint32_t tag) override;
   void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override;
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
-  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                      uint32_t tag) override;
+  void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
 

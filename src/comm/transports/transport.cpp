@@ -4,8 +4,7 @@
 
 namespace lockstep {
 
-void Transport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                               uint32_t tag) {
+void Transport::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) {
   at::Tensor reduced = input.clone();
   all_reduce(reduced, op, tag);
   output.copy_(reduced.chunk(size(), 0)[rank()]);

@@ -40,8 +40,7 @@ class Transport {
   virtual void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) = 0;
   /// `output` is this rank's slice of the reduced input along dimension 0. The default
   /// all-reduces a copy of the input and keeps the slice.
-  virtual void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op,
-                              uint32_t tag);
+  virtual void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag);
 
   /// Whether the transport takes Avg of `dtype` itself (NCCL's ncclAvg); otherwise the
   /// Communicator sends a Sum in averaging_dtype and divides.

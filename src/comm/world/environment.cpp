@@ -42,19 +42,18 @@ std::optional<Setting> first_agreeing(const EnvLookup& env, const std::vector<st
     const int value = parse_int(*text, name);
     if (!chosen) {
       chosen = Setting{value, name};
-    } else if (value != chosen->value &&
-               std::find(lenient.begin(), lenient.end(), name) == lenient.end()) {
-      throw ConfigError("lockstep: conflicting settings: " + chosen->source + "=" +
-                        std::to_string(chosen->value) + " but " + name + "=" +
-                        std::to_string(value) + "; unset the one that does not belong to "
+    } else if (value != chosen->value && std::find(lenient.begin(), lenient.end(), name) == lenient.end()) {
+      throw ConfigError("lockstep: conflicting settings: " + chosen->source + "=" + std::to_string(chosen->value) +
+                        " but " + name + "=" + std::to_string(value) +
+                        "; unset the one that does not belong to "
                         "this launch");
     }
   }
   return chosen;
 }
 
-std::optional<Setting> pick(const std::optional<int>& option, const std::string& option_name,
-                            const EnvLookup& env, const std::vector<std::string>& names) {
+std::optional<Setting> pick(const std::optional<int>& option, const std::string& option_name, const EnvLookup& env,
+                            const std::vector<std::string>& names) {
   if (option) return Setting{*option, "InitOptions::" + option_name};
   return first_agreeing(env, names, {names.back()});
 }
@@ -72,7 +71,8 @@ Backend parse_backend(const std::string& text) {
   if (text == "mpi") return Backend::Mpi;
   if (text == "nccl") return Backend::Nccl;
   if (text == "auto" || text.empty()) return Backend::Auto;
-  throw ConfigError("lockstep: LOCKSTEP_BACKEND='" + text + "' must be auto, gloo or mpi (or nccl, which means "
+  throw ConfigError("lockstep: LOCKSTEP_BACKEND='" + text +
+                    "' must be auto, gloo or mpi (or nccl, which means "
                     "LOCKSTEP_DEVICE_BACKEND=nccl)");
 }
 
@@ -117,44 +117,40 @@ std::chrono::milliseconds parse_timeout(const std::string& text) {
 // Returns the srun step the rank came from, if it came from SLURM_PROCID: the step then also
 // gives the local ranks, the node and (settle_rendezvous) the store's address.
 std::optional<SlurmStep> settle_world(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
-  const auto rank = pick(options.rank(), "rank", env,
-                         {"LOCKSTEP_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"});
+  const auto rank =
+      pick(options.rank(), "rank", env, {"LOCKSTEP_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"});
   const auto size = pick(options.world_size(), "world_size", env,
                          {"LOCKSTEP_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"});
   if (rank.has_value() != size.has_value()) {
     const Setting& known = rank ? *rank : *size;
-    throw ConfigError("lockstep: " + known.source + " is set but the " +
-                      std::string(rank ? "world size" : "rank") +
+    throw ConfigError("lockstep: " + known.source + " is set but the " + std::string(rank ? "world size" : "rank") +
                       " is not; set both (e.g. RANK and WORLD_SIZE)");
   }
   if (!size) return std::nullopt;  // no environment at all: a world of one
   // Before the checks below, so that a Slurm variable that does not fit is named alike on every rank.
   const auto step = rank->source == "SLURM_PROCID" ? slurm_step(env) : std::nullopt;
   if (size->value < 1) {
-    throw ConfigError("lockstep: " + size->source + "=" + std::to_string(size->value) +
-                      " must be at least 1");
+    throw ConfigError("lockstep: " + size->source + "=" + std::to_string(size->value) + " must be at least 1");
   }
   if (rank->value < 0 || rank->value >= size->value) {
-    throw ConfigError("lockstep: " + rank->source + "=" + std::to_string(rank->value) +
-                      " is out of range for " + size->source + "=" +
-                      std::to_string(size->value) + " (ranks are 0.." +
+    throw ConfigError("lockstep: " + rank->source + "=" + std::to_string(rank->value) + " is out of range for " +
+                      size->source + "=" + std::to_string(size->value) + " (ranks are 0.." +
                       std::to_string(size->value - 1) + ")");
   }
   spec.rank = rank->value;
   spec.world_size = size->value;
 
   const auto local_rank = pick(options.local_rank(), "local_rank", env,
-      {"LOCKSTEP_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
+                               {"LOCKSTEP_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
   auto local_size = pick(options.local_world_size(), "local_world_size", env,
-      {"LOCKSTEP_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"});
+                         {"LOCKSTEP_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"});
   if (step && !local_size) local_size = Setting{step->local_world_size(), "SLURM_STEP_TASKS_PER_NODE"};
   if (step) spec.node_rank = step->node_rank;
   if (local_rank && local_size) {
-    if (local_size->value < 1 || local_size->value > spec.world_size ||
-        local_rank->value < 0 || local_rank->value >= local_size->value) {
-      throw ConfigError("lockstep: " + local_rank->source + "=" +
-                        std::to_string(local_rank->value) + " and " + local_size->source + "=" +
-                        std::to_string(local_size->value) + " do not fit a world of " +
+    if (local_size->value < 1 || local_size->value > spec.world_size || local_rank->value < 0 ||
+        local_rank->value >= local_size->value) {
+      throw ConfigError("lockstep: " + local_rank->source + "=" + std::to_string(local_rank->value) + " and " +
+                        local_size->source + "=" + std::to_string(local_size->value) + " do not fit a world of " +
                         std::to_string(spec.world_size));
     }
     spec.local_rank = local_rank->value;
@@ -169,16 +165,18 @@ std::optional<SlurmStep> settle_world(WorldSpec& spec, const InitOptions& option
 void settle_backends(WorldSpec& spec, const InitOptions& options, const EnvLookup& env) {
   Backend host = options.backend();
   if (host == Backend::Threads) {
-    throw ConfigError("lockstep::init: Backend::Threads is the backend of lockstep::run_replicas, "
-                      "which makes its own group; init() takes Backend::Gloo, Mpi or Auto");
+    throw ConfigError(
+        "lockstep::init: Backend::Threads is the backend of lockstep::run_replicas, "
+        "which makes its own group; init() takes Backend::Gloo, Mpi or Auto");
   }
   if (host == Backend::Auto) host = parse_backend(env("LOCKSTEP_BACKEND").value_or(""));
   DeviceBackend device = options.device_backend();
   if (device == DeviceBackend::Auto) device = parse_device_backend(env("LOCKSTEP_DEVICE_BACKEND").value_or(""));
   if (host == Backend::Nccl) {
     if (device == DeviceBackend::Staged) {
-      throw ConfigError("lockstep: the backend nccl (which means the device backend nccl) conflicts with the device "
-                        "backend staged; choose one");
+      throw ConfigError(
+          "lockstep: the backend nccl (which means the device backend nccl) conflicts with the device "
+          "backend staged; choose one");
     }
     device = DeviceBackend::Nccl;
     host = Backend::Auto;
@@ -186,11 +184,11 @@ void settle_backends(WorldSpec& spec, const InitOptions& options, const EnvLooku
   spec.backend = host != Backend::Auto ? host : spec.launched_by_mpirun ? Backend::Mpi : Backend::Gloo;
   spec.device_backend = device;
   if (device == DeviceBackend::Nccl && !built_with_nccl()) {
-    throw ConfigError(std::string("lockstep: the device backend nccl needs lockstep built against a libtorch with "
-                                  "CUDA and NCCL (docs/GPU.md), but this one ") +
-                      (built_with_cuda() ? "found no NCCL beside its libtorch"
-                                         : "was built against a libtorch without CUDA") +
-                      "; the device backend staged moves CUDA tensors through host memory");
+    throw ConfigError(
+        std::string("lockstep: the device backend nccl needs lockstep built against a libtorch with "
+                    "CUDA and NCCL (docs/GPU.md), but this one ") +
+        (built_with_cuda() ? "found no NCCL beside its libtorch" : "was built against a libtorch without CUDA") +
+        "; the device backend staged moves CUDA tensors through host memory");
   }
 }
 
@@ -222,8 +220,7 @@ void settle_rendezvous(WorldSpec& spec, const InitOptions& options, const EnvLoo
     spec.master_port = parse_int(*port, "MASTER_PORT");
   }
   if (spec.master_port < 1 || spec.master_port > 65535) {
-    throw ConfigError("lockstep: MASTER_PORT=" + std::to_string(spec.master_port) +
-                      " is not a TCP port (1..65535)");
+    throw ConfigError("lockstep: MASTER_PORT=" + std::to_string(spec.master_port) + " is not a TCP port (1..65535)");
   }
   spec.store_hosted_by_launcher =
       parse_bool(env("LOCKSTEP_USE_AGENT_STORE").value_or(""), "LOCKSTEP_USE_AGENT_STORE") ||
@@ -286,11 +283,11 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
   }
   if (spec.timeout.count() <= 0) throw ConfigError("lockstep: InitOptions::timeout must be positive");
   spec.debug = options.debug() ? *options.debug() : parse_debug(env("LOCKSTEP_DEBUG").value_or(""));
-  spec.shared_memory = options.shared_memory()
-                           ? *options.shared_memory()
-                           : parse_bool(env("LOCKSTEP_SHM").value_or("1"), "LOCKSTEP_SHM");
+  spec.shared_memory = options.shared_memory() ? *options.shared_memory()
+                                               : parse_bool(env("LOCKSTEP_SHM").value_or("1"), "LOCKSTEP_SHM");
   if (auto node = env("GROUP_RANK")) spec.node_rank = parse_int(*node, "GROUP_RANK");
-  if (auto restarts = env("LOCKSTEP_RESTART_COUNT")) spec.restart_count = parse_int(*restarts, "LOCKSTEP_RESTART_COUNT");
+  if (auto restarts = env("LOCKSTEP_RESTART_COUNT"))
+    spec.restart_count = parse_int(*restarts, "LOCKSTEP_RESTART_COUNT");
   if (auto reason = env("LOCKSTEP_RESTART_REASON")) spec.restart_reason = *reason;
   spec.job_id = job_id_of(env);
   spec.heartbeat = parse_bool(env("LOCKSTEP_HEARTBEAT").value_or(""), "LOCKSTEP_HEARTBEAT");

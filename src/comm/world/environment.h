@@ -19,7 +19,7 @@ struct WorldSpec {
   InitMethod method = InitMethod::Auto;
   int rank = 0;
   int world_size = 1;
-  std::optional<int> local_rank;        // unset: found from host names at rendezvous
+  std::optional<int> local_rank;  // unset: found from host names at rendezvous
   std::optional<int> local_world_size;
   std::string master_addr;
   int master_port = 29500;

@@ -23,8 +23,7 @@ class MpiWorld : public World {
     return gather_over(world_, spec().world_size, mine);
   }
 
-  std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks,
-                                            const std::string& name) override {
+  std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks, const std::string& name) override {
     MPI_Group world_group, members;
     MPI_Comm_group(world_, &world_group);
     MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &members);
@@ -42,8 +41,7 @@ class MpiWorld : public World {
     std::vector<char> record(kRecordBytes, 0);
     std::memcpy(record.data(), mine.data(), std::min<size_t>(mine.size(), kRecordBytes - 1));
     std::vector<char> all(static_cast<size_t>(kRecordBytes) * size);
-    check_mpi(MPI_Allgather(record.data(), kRecordBytes, MPI_CHAR, all.data(), kRecordBytes,
-                            MPI_CHAR, comm),
+    check_mpi(MPI_Allgather(record.data(), kRecordBytes, MPI_CHAR, all.data(), kRecordBytes, MPI_CHAR, comm),
               "MPI_Allgather");
     std::vector<std::string> strings;
     for (int r = 0; r < size; ++r) strings.emplace_back(all.data() + r * kRecordBytes);
@@ -65,11 +63,10 @@ std::shared_ptr<World> join_mpi_world(const WorldSpec& spec) {
   MPI_Comm_size(world, &size);
   if (size != spec.world_size || rank != spec.rank) {
     MPI_Comm_free(&world);
-    throw ConfigError("lockstep: MPI reports rank " + std::to_string(rank) + " of " +
-                      std::to_string(size) + " but the environment says rank " +
-                      std::to_string(spec.rank) + " of " + std::to_string(spec.world_size) +
-                      "; launch the mpi backend with `mpirun -n " + std::to_string(spec.world_size) +
-                      "` (or `lockstep run --backend mpi`)");
+    throw ConfigError("lockstep: MPI reports rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                      " but the environment says rank " + std::to_string(spec.rank) + " of " +
+                      std::to_string(spec.world_size) + "; launch the mpi backend with `mpirun -n " +
+                      std::to_string(spec.world_size) + "` (or `lockstep run --backend mpi`)");
   }
   auto hosts = MpiWorld::gather_over(world, size, host_identity(spec));
   return std::make_shared<MpiWorld>(spec, world, std::move(hosts));

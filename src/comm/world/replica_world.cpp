@@ -42,8 +42,7 @@ std::shared_ptr<ThreadMeetingPlace> ReplicaSet::place(const std::string& name, i
   return place;
 }
 
-std::vector<std::string> ReplicaSet::gather(const std::string& key, int replica,
-                                            const std::string& mine) {
+std::vector<std::string> ReplicaSet::gather(const std::string& key, int replica, const std::string& mine) {
   std::unique_lock<std::mutex> lock(mutex_);
   PostedValues& entry = posted_values_[key];
   if (entry.values.empty()) entry.values.resize(size_);
@@ -56,8 +55,7 @@ std::vector<std::string> ReplicaSet::gather(const std::string& key, int replica,
     check_everyone_can_come(replica);
     if (std::chrono::steady_clock::now() >= deadline) {
       throw TimeoutError("lockstep: replica " + std::to_string(replica) + " timed out after " +
-                         std::to_string(timeout_.count()) + " ms waiting for the other replicas at '" +
-                         key + "'");
+                         std::to_string(timeout_.count()) + " ms waiting for the other replicas at '" + key + "'");
     }
   }
   auto values = entry.values;
@@ -91,30 +89,27 @@ void ReplicaSet::check_everyone_can_come(int me) const {
   for (int r = 0; r < size_; ++r) {
     const std::string why = r == me ? "" : absence(r);
     if (!why.empty()) {
-      throw Error("lockstep: replica " + std::to_string(r) + " " + why + " while replica " +
-                  std::to_string(me) + " waited for it");
+      throw Error("lockstep: replica " + std::to_string(r) + " " + why + " while replica " + std::to_string(me) +
+                  " waited for it");
     }
   }
 }
 
 ReplicaWorld::ReplicaWorld(std::shared_ptr<ReplicaSet> replicas, int rank, bool debug)
-    : World(replica_spec(*replicas, rank, debug),
-            std::vector<std::string>(replicas->size(), "this process")),
+    : World(replica_spec(*replicas, rank, debug), std::vector<std::string>(replicas->size(), "this process")),
       replicas_(std::move(replicas)) {}
 
 std::vector<std::string> ReplicaWorld::gather(const std::string& key, const std::string& mine) {
   return replicas_->gather(key, spec().rank, mine);
 }
 
-std::unique_ptr<HostTransport> ReplicaWorld::connect_backend(const std::vector<int>& ranks,
-                                                        const std::string& name) {
+std::unique_ptr<HostTransport> ReplicaWorld::connect_backend(const std::vector<int>& ranks, const std::string& name) {
   const int rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());
   auto replicas = replicas_;
   // Errors name the replicas by their world rank, which is what run_replicas reports.
   auto absence = [replicas, ranks](int r) { return replicas->absence(ranks[r]); };
-  return std::make_unique<ThreadTransport>(replicas_->place(name, static_cast<int>(ranks.size())),
-                                           rank, static_cast<int>(ranks.size()), spec().timeout,
-                                           ranks, absence);
+  return std::make_unique<ThreadTransport>(replicas_->place(name, static_cast<int>(ranks.size())), rank,
+                                           static_cast<int>(ranks.size()), spec().timeout, ranks, absence);
 }
 
 }  // namespace lockstep

@@ -68,8 +68,7 @@ class ReplicaWorld : public World {
   ReplicaWorld(std::shared_ptr<ReplicaSet> replicas, int rank, bool debug);
 
   std::vector<std::string> gather(const std::string& key, const std::string& mine) override;
-  std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks,
-                                            const std::string& name) override;
+  std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks, const std::string& name) override;
 
  private:
   std::shared_ptr<ReplicaSet> replicas_;

@@ -62,8 +62,7 @@ class TorchStore : public gloo::rendezvous::Store {
     return std::vector<char>(data.begin(), data.end());
   }
   void wait(const std::vector<std::string>& keys) override { store_->wait(prefixed(keys)); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     store_->wait(prefixed(keys), timeout);
   }
   // Whether all `keys` are there, without waiting: a wait that times out leaves its waiter
@@ -93,8 +92,8 @@ std::string tcp_store_name(const WorldSpec& spec) {
 }
 
 StorePtr open_tcp_store(const WorldSpec& spec) {
-  c10d::TCPStoreOptions options = tcp_store_options(
-      spec.master_port, /*is_server=*/spec.rank == 0 && !spec.store_hosted_by_launcher, spec.timeout);
+  c10d::TCPStoreOptions options =
+      tcp_store_options(spec.master_port, /*is_server=*/spec.rank == 0 && !spec.store_hosted_by_launcher, spec.timeout);
   if (options.isServer) {
     check_port_free(spec.master_port);
   } else {
@@ -109,9 +108,8 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
     // store binds every interface with no way to hand it a bound socket, so that race
     // cannot be closed: its loser is told what the check would have told it.
     if (options.isServer) throw cannot_host_store(spec.master_port, c10d_reason(e.what()));
-    throw ConfigError("lockstep: rank " + std::to_string(spec.rank) +
-                      " cannot reach the rendezvous store at " + tcp_store_name(spec) +
-                      " within " + seconds(spec.timeout) + ": " + first_line(e) +
+    throw ConfigError("lockstep: rank " + std::to_string(spec.rank) + " cannot reach the rendezvous store at " +
+                      tcp_store_name(spec) + " within " + seconds(spec.timeout) + ": " + first_line(e) +
                       "; check that rank 0 runs and MASTER_ADDR is reachable from this machine");
   }
   // Before anything is written there: the store may be another job's (two jobs, one port).
@@ -165,8 +163,8 @@ std::string local_address_towards(const std::string& host) {
       getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
     char text[INET6_ADDRSTRLEN] = {};
     const void* raw = local.ss_family == AF_INET
-        ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-        : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
     if (inet_ntop(local.ss_family, raw, text, sizeof(text))) address = text;
   }
   if (fd >= 0) close(fd);
@@ -200,8 +198,8 @@ std::string store_name(const WorldSpec& spec) {
 // Small strings from every rank, indexed by rank: each sets its own key under `key` and
 // waits for all, naming the missing ranks if some never come. Values travel behind one
 // byte, since gloo's file store cannot hold empty ones.
-std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const WorldSpec& spec,
-                                        const std::string& key, const std::string& mine) {
+std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const WorldSpec& spec, const std::string& key,
+                                        const std::string& mine) {
   const std::string value = "=" + mine;
   store.set(key + "/" + std::to_string(spec.rank), std::vector<char>(value.begin(), value.end()));
   std::vector<std::string> keys;
@@ -248,10 +246,9 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
         if (!seen[r]) missing << (missing.tellp() > 0 ? ", " : "") << r;
       }
       if (missing.tellp() == 0) continue;
-      throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " +
-                         store_name(spec) + " timed out after " + seconds(spec.timeout) +
-                         ": rank(s) " + missing.str() + " never arrived (world size " +
-                         std::to_string(spec.world_size) +
+      throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " + store_name(spec) +
+                         " timed out after " + seconds(spec.timeout) + ": rank(s) " + missing.str() +
+                         " never arrived (world size " + std::to_string(spec.world_size) +
                          "); check that every worker started with the same settings");
     }
     std::this_thread::sleep_for(pause);
@@ -272,8 +269,8 @@ class StoreWorld : public World {
   StoreWorld(const WorldSpec& spec, StorePtr store, std::vector<std::string> hosts)
       : World(spec, std::move(hosts)), store_(std::move(store)) {
     if (spec.heartbeat && spec.method == InitMethod::Tcp) {
-      heartbeat_ = std::make_unique<Heartbeat>(spec.master_addr, spec.master_port,
-                                               heartbeat_key(spec.restart_count, spec.rank));
+      heartbeat_ =
+          std::make_unique<Heartbeat>(spec.master_addr, spec.master_port, heartbeat_key(spec.restart_count, spec.rank));
     }
   }
 
@@ -285,8 +282,7 @@ class StoreWorld : public World {
     return gloo_compat::prefix_store(name + "/failures", store_);
   }
 
-  std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks,
-                                            const std::string& name) override {
+  std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks, const std::string& name) override {
     const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), spec().rank) - ranks.begin());
     auto store = gloo_compat::prefix_store(name, store_);
     auto context = std::make_shared<gloo::rendezvous::Context>(me, static_cast<int>(ranks.size()));
@@ -295,9 +291,8 @@ class StoreWorld : public World {
       if (!device_) device_ = gloo::transport::tcp::CreateDevice(device_attr(spec()));
       gloo_compat::connect_full_mesh(*context, store, device_);
     } catch (const std::exception& e) {
-      throw Error("lockstep: rank " + std::to_string(spec().rank) +
-                  " could not connect to the other ranks through " + store_name(spec()) + ": " +
-                  e.what());
+      throw Error("lockstep: rank " + std::to_string(spec().rank) + " could not connect to the other ranks through " +
+                  store_name(spec()) + ": " + e.what());
     }
     // The prefix store refers to store_, which this world keeps alive.
     return std::make_unique<GlooTransport>(context, store, spec().timeout, ranks);
@@ -329,7 +324,6 @@ std::string host_identity(const WorldSpec& spec) {
   return identity;
 }
 
-
 namespace {
 
 // This rank's place among the ranks of its host, and how many there are.
@@ -345,13 +339,9 @@ std::pair<int, int> local_place(const std::vector<std::string>& hosts, int rank)
 
 }  // namespace
 
-int World::local_rank() const {
-  return spec_.local_rank.value_or(local_place(hosts_, spec_.rank).first);
-}
+int World::local_rank() const { return spec_.local_rank.value_or(local_place(hosts_, spec_.rank).first); }
 
-int World::local_world_size() const {
-  return spec_.local_world_size.value_or(local_place(hosts_, spec_.rank).second);
-}
+int World::local_world_size() const { return spec_.local_world_size.value_or(local_place(hosts_, spec_.rank).second); }
 
 std::shared_ptr<World> join_world(const WorldSpec& spec) {
   if (spec.backend == Backend::Mpi) return join_mpi_world(spec);

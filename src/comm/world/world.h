@@ -14,8 +14,7 @@ namespace lockstep {
 /// each rank is on.
 class World {
  public:
-  World(WorldSpec spec, std::vector<std::string> hosts)
-      : spec_(std::move(spec)), hosts_(std::move(hosts)) {}
+  World(WorldSpec spec, std::vector<std::string> hosts) : spec_(std::move(spec)), hosts_(std::move(hosts)) {}
   virtual ~World() = default;
 
   const WorldSpec& spec() const { return spec_; }
@@ -29,8 +28,7 @@ class World {
   virtual std::vector<std::string> gather(const std::string& key, const std::string& mine) = 0;
   /// Connects the host backend among `ranks` (world ranks, in the new group's order). Called by
   /// exactly those ranks, with the same `name`, which no other connection has used.
-  virtual std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks,
-                                                    const std::string& name) = 0;
+  virtual std::unique_ptr<HostTransport> connect_backend(const std::vector<int>& ranks, const std::string& name) = 0;
   /// Where the ranks of group `name` report failures to each other (FailureReports): a part
   /// of the world's store; null where the world has none (MPI, replicas).
   virtual std::shared_ptr<gloo::rendezvous::Store> failure_store(const std::string& /*name*/) { return nullptr; }

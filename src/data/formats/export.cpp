@@ -55,8 +55,8 @@ std::string write_split(const Dataset& dataset, int64_t count, bool train, const
   for (int64_t i = 0; i < count; ++i) {
     const Sample sample = dataset.get(static_cast<size_t>(i));
     if (sample.label < 0 || static_cast<size_t>(sample.label) >= num_classes) {
-      throw DataError(dataset.describe(static_cast<size_t>(i)) + " has label " +
-                      std::to_string(sample.label) + ", outside the " + std::to_string(num_classes) + " classes");
+      throw DataError(dataset.describe(static_cast<size_t>(i)) + " has label " + std::to_string(sample.label) +
+                      ", outside the " + std::to_string(num_classes) + " classes");
     }
     const std::string synset = synset_id(sample.label);
     const std::string id = train ? synset + "_" + std::to_string(i) : val_image_id(i);
@@ -76,8 +76,8 @@ void write_text(const fs::path& path, const std::string& text) {
 }  // namespace
 
 ExportSummary export_imagenet_layout(const Dataset& train, const Dataset& val,
-                                     const std::vector<std::string>& class_names, const std::string& out,
-                                     int64_t limit, int quality) {
+                                     const std::vector<std::string>& class_names, const std::string& out, int64_t limit,
+                                     int quality) {
   const fs::path root(out);
   const fs::path images = root / "ILSVRC" / "Data" / "CLS-LOC";
   const char* tables[] = {"LOC_synset_mapping.txt", "LOC_train_solution.csv", "LOC_val_solution.csv"};
@@ -90,7 +90,8 @@ ExportSummary export_imagenet_layout(const Dataset& train, const Dataset& val,
   if (error) throw Error("cannot create folders under " + out + ": " + error.message());
 
   std::string mapping;
-  for (size_t c = 0; c < class_names.size(); ++c) mapping += synset_id(static_cast<int64_t>(c)) + " " + class_names[c] + "\n";
+  for (size_t c = 0; c < class_names.size(); ++c)
+    mapping += synset_id(static_cast<int64_t>(c)) + " " + class_names[c] + "\n";
 
   ExportSummary summary;
   summary.train_images = exported_count(train, limit);

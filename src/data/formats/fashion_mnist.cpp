@@ -19,9 +19,7 @@ std::string find_idx_file(const std::string& dir, const std::string& name) {
   throw DataError(base.string() + "[.gz]: no such file (is " + dir + " a Fashion-MNIST folder?)");
 }
 
-std::string shape_of(const torch::Tensor& tensor) {
-  return c10::str(tensor.sizes(), " ", tensor.scalar_type());
-}
+std::string shape_of(const torch::Tensor& tensor) { return c10::str(tensor.sizes(), " ", tensor.scalar_type()); }
 
 }  // namespace
 
@@ -44,12 +42,11 @@ std::shared_ptr<TensorDataset> read_fashion_mnist(const std::string& dir, const 
     throw DataError(labels_path + ": expected N uint8 labels, got " + shape_of(labels));
   }
   if (images.size(0) != labels.size(0)) {
-    throw DataError(images_path + " has " + std::to_string(images.size(0)) + " images but " + labels_path +
-                    " has " + std::to_string(labels.size(0)) + " labels");
+    throw DataError(images_path + " has " + std::to_string(images.size(0)) + " images but " + labels_path + " has " +
+                    std::to_string(labels.size(0)) + " labels");
   }
   const auto num_classes = static_cast<int64_t>(fashion_mnist_classes().size());
-  return std::make_shared<TensorDataset>(images.unsqueeze(1), labels.to(torch::kLong), num_classes,
-                                         images_path);
+  return std::make_shared<TensorDataset>(images.unsqueeze(1), labels.to(torch::kLong), num_classes, images_path);
 }
 
 }  // namespace lockstep::data

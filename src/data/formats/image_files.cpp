@@ -33,8 +33,7 @@ std::vector<fs::path> sorted_entries(const fs::path& folder, Keep keep) {
 ImageFileDataset::ImageFileDataset(std::vector<LabeledFile> files, std::vector<std::string> classes, int channels)
     : files_(std::move(files)), classes_(std::move(classes)), channels_(channels) {
   if (channels != 1 && channels != 3) {
-    throw ConfigError("ImageFileDataset: channels must be 1 (grayscale) or 3 (RGB), got " +
-                      std::to_string(channels));
+    throw ConfigError("ImageFileDataset: channels must be 1 (grayscale) or 3 (RGB), got " + std::to_string(channels));
   }
   for (const LabeledFile& file : files_) {
     if (file.label < 0 || file.label >= num_classes()) {

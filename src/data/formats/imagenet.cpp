@@ -58,8 +58,8 @@ std::vector<Synset> read_synset_mapping(const std::string& path) {
                          "\"");
     }
     if (!seen.emplace(synset.id, synsets.size()).second) {
-      throw reader.error("synset " + synset.id + " is listed twice (first as class " +
-                         std::to_string(seen[synset.id]) + ")");
+      throw reader.error("synset " + synset.id + " is listed twice (first as class " + std::to_string(seen[synset.id]) +
+                         ")");
     }
     synsets.push_back(std::move(synset));
   }
@@ -91,7 +91,8 @@ std::vector<LabeledFile> read_loc_solutions(const std::string& csv_path, const s
     fs::path image = fs::path(image_dir);
     if (images_in_synset_folders) image /= synset;
     image /= image_id + ".JPEG";
-    if (!fs::is_regular_file(image)) throw reader.error("image " + image_id + " is missing: expected " + image.string());
+    if (!fs::is_regular_file(image))
+      throw reader.error("image " + image_id + " is missing: expected " + image.string());
     files.push_back({image.string(), found->second});
   }
   if (files.empty()) throw DataError(csv_path + " has no examples");

@@ -91,8 +91,8 @@ torch::Tensor decode_jpeg(const uint8_t* data, size_t size, int channels, const 
   torch::Tensor pixels = torch::empty({height, width, tjPixelSize[format]}, torch::kUInt8);
   // Warnings fail too: "Premature end of JPEG file" is only a warning to libjpeg, but a
   // truncated image must never pass as a whole one.
-  if (tjDecompress2(handle, data, size, pixels.data_ptr<uint8_t>(), width, 0, height, format,
-                    TJFLAG_STOPONWARNING) != 0) {
+  if (tjDecompress2(handle, data, size, pixels.data_ptr<uint8_t>(), width, 0, height, format, TJFLAG_STOPONWARNING) !=
+      0) {
     const bool warning = tjGetErrorCode(handle) == TJERR_WARNING;
     throw DataError(source + (warning ? ": truncated or corrupt JPEG: " : ": corrupt JPEG: ") + failure_of(turbo));
   }
@@ -130,8 +130,8 @@ std::vector<uint8_t> encode_jpeg(const torch::Tensor& image, int quality) {
   unsigned long jpeg_size = 0;
   TurboHandle& turbo = compressor();
   const int status = tjCompress2(turbo.get(), pixels.data_ptr<uint8_t>(), static_cast<int>(image.size(2)), 0,
-                                 static_cast<int>(image.size(1)), gray ? TJPF_GRAY : TJPF_RGB, &jpeg,
-                                 &jpeg_size, gray ? TJSAMP_GRAY : TJSAMP_444, quality, 0);
+                                 static_cast<int>(image.size(1)), gray ? TJPF_GRAY : TJPF_RGB, &jpeg, &jpeg_size,
+                                 gray ? TJSAMP_GRAY : TJSAMP_444, quality, 0);
   const std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(jpeg, tjFree);
   if (status != 0) {
     throw Error("encode_jpeg: cannot encode " + c10::str(image.sizes()) + ": " + failure_of(turbo));

@@ -34,7 +34,8 @@ std::vector<uint8_t> encode_npy_image(const torch::Tensor& image) {
   bytes[8] = static_cast<uint8_t>(header.size() & 0xff);
   bytes[9] = static_cast<uint8_t>(header.size() >> 8);
   std::memcpy(bytes.data() + kPreamble, header.data(), header.size());
-  std::memcpy(bytes.data() + kPreamble + header.size(), laid_out.data_ptr<uint8_t>(), static_cast<size_t>(laid_out.numel()));
+  std::memcpy(bytes.data() + kPreamble + header.size(), laid_out.data_ptr<uint8_t>(),
+              static_cast<size_t>(laid_out.numel()));
   return bytes;
 }
 

@@ -32,16 +32,22 @@ std::string index_file_name(const std::string& split) { return split + ".index.j
 std::string index_to_json(const ShardIndex& index) {
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& shard : index.shards) {
-    shards.push_back({{"name", shard.name}, {"samples", shard.samples}, {"bytes", shard.bytes}, {"crc32", hex(shard.crc32)}});
+    shards.push_back(
+        {{"name", shard.name}, {"samples", shard.samples}, {"bytes", shard.bytes}, {"crc32", hex(shard.crc32)}});
   }
-  const nlohmann::json document = {{"format", kFormat},          {"split", index.split},
-                                   {"channels", index.channels}, {"classes", index.classes},
-                                   {"class_names", index.class_names}, {"shards", shards}};
+  const nlohmann::json document = {{"format", kFormat},
+                                   {"split", index.split},
+                                   {"channels", index.channels},
+                                   {"classes", index.classes},
+                                   {"class_names", index.class_names},
+                                   {"shards", shards}};
   return document.dump(1) + "\n";
 }
 
 ShardIndex index_from_json(const std::string& text, const std::string& source) {
-  const auto refuse = [&](const std::string& why) { return DataError(source + " is not a lockstep shard index: " + why); };
+  const auto refuse = [&](const std::string& why) {
+    return DataError(source + " is not a lockstep shard index: " + why);
+  };
   const nlohmann::json document = nlohmann::json::parse(text, nullptr, false);
   if (document.is_discarded() || !document.is_object()) throw refuse("not a JSON object");
   if (document.value("format", "") != kFormat) throw refuse("its format is not \"" + std::string(kFormat) + "\"");

@@ -75,7 +75,10 @@ void append_tar_member(std::vector<uint8_t>& archive, const std::string& name, c
   put_octal(header + kSize, kSizeWidth, size);
   put_octal(header + kTime, 12, 0);
   header[kType] = '0';
-  std::memcpy(header + kMagic, "ustar\0" "00", 8);
+  std::memcpy(header + kMagic,
+              "ustar\0"
+              "00",
+              8);
   // The checksum: six octal digits, a NUL and a space.
   std::snprintf(reinterpret_cast<char*>(header + kChecksum), 7, "%06llo",
                 static_cast<unsigned long long>(header_sum(header)));

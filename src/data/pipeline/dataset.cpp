@@ -18,8 +18,7 @@ int64_t first_bad_label(const torch::Tensor& labels, int64_t num_classes) {
 
 }  // namespace
 
-TensorDataset::TensorDataset(torch::Tensor images, torch::Tensor labels, int64_t num_classes,
-                             std::string source)
+TensorDataset::TensorDataset(torch::Tensor images, torch::Tensor labels, int64_t num_classes, std::string source)
     : num_classes_(num_classes), source_(std::move(source)) {
   if (num_classes <= 0) {
     throw ConfigError(source_ + ": num_classes must be positive, got " + std::to_string(num_classes));
@@ -36,8 +35,8 @@ TensorDataset::TensorDataset(torch::Tensor images, torch::Tensor labels, int64_t
                     c10::str(labels.scalar_type(), " ", labels.sizes()));
   }
   if (images.size(0) != labels.size(0)) {
-    throw DataError(source_ + ": " + std::to_string(images.size(0)) + " images but " +
-                    std::to_string(labels.size(0)) + " labels");
+    throw DataError(source_ + ": " + std::to_string(images.size(0)) + " images but " + std::to_string(labels.size(0)) +
+                    " labels");
   }
   if (images.size(0) == 0) throw DataError(source_ + " has no examples");
   // One channel stored as N×H×W is read as N×1×H×W; unsqueeze is a view, not a copy.

@@ -91,9 +91,8 @@ void PrefetchLoader::State::work() {
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
     // Claims go in batch order, so slots.back() is the batch just claimed.
-    slot_freed.wait(lock, [&] {
-      return stopping || (next_to_claim < batches && next_to_claim < next_to_return + ahead);
-    });
+    slot_freed.wait(lock,
+                    [&] { return stopping || (next_to_claim < batches && next_to_claim < next_to_return + ahead); });
     if (stopping) return;
     const size_t batch_index = next_to_claim++;
     Slot& slot = slots.emplace_back();  // deque references survive pushes and pops at the ends
@@ -134,8 +133,8 @@ Batch PrefetchLoader::State::build(size_t batch_index, int64_t& skipped_samples)
     const size_t index = indices[local];
     try {
       Sample sample = dataset->get(index);
-      Random random(mix_seed({sampler.options().seed(), static_cast<uint64_t>(sampler.epoch()),
-                              sampler.global_position(local)}));
+      Random random(
+          mix_seed({sampler.options().seed(), static_cast<uint64_t>(sampler.epoch()), sampler.global_position(local)}));
       images.push_back(options.transform()(std::move(sample.image), random));
       labels.push_back(sample.label);
       kept.push_back(index);
@@ -146,16 +145,14 @@ Batch PrefetchLoader::State::build(size_t batch_index, int64_t& skipped_samples)
     }
   }
   if (images.empty()) {
-    throw DataError(
-        "PrefetchLoader: every sample of batch " + std::to_string(batch_index) + " (epoch " +
-        std::to_string(sampler.epoch()) +
-        ") failed to read, so skip_bad_samples left nothing; the first error: " + first_error);
+    throw DataError("PrefetchLoader: every sample of batch " + std::to_string(batch_index) + " (epoch " +
+                    std::to_string(sampler.epoch()) +
+                    ") failed to read, so skip_bad_samples left nothing; the first error: " + first_error);
   }
   for (size_t i = 1; i < images.size(); ++i) {
     if (!images[i].sizes().equals(images[0].sizes())) {
-      throw DataError("PrefetchLoader: " + dataset->describe(kept[i]) + " has shape " +
-                      c10::str(images[i].sizes()) + " after the transform but " +
-                      dataset->describe(kept[0]) + " has " + c10::str(images[0].sizes()) +
+      throw DataError("PrefetchLoader: " + dataset->describe(kept[i]) + " has shape " + c10::str(images[i].sizes()) +
+                      " after the transform but " + dataset->describe(kept[0]) + " has " + c10::str(images[0].sizes()) +
                       "; add resize() or center_crop() to the transform so images stack");
     }
   }
@@ -171,8 +168,7 @@ PrefetchLoader::PrefetchLoader(std::shared_ptr<const Dataset> dataset, LoaderOpt
                       " must be at least 0 (0 reads on the calling thread)");
   }
   if (options.prefetch() < 1) {
-    throw ConfigError("PrefetchLoader: prefetch " + std::to_string(options.prefetch()) +
-                      " must be at least 1");
+    throw ConfigError("PrefetchLoader: prefetch " + std::to_string(options.prefetch()) + " must be at least 1");
   }
   if (!options.transform()) options.transform(to_float());
   state_ = std::make_unique<State>(std::move(dataset), std::move(options));

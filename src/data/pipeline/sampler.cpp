@@ -24,8 +24,7 @@ SamplerOptions resolve_world(SamplerOptions options) {
 
 void check_dataset_size(size_t dataset_size) {
   if (dataset_size == 0) {
-    throw ConfigError(
-        "DistributedSampler: dataset_size 0 must be at least 1; the dataset has no examples");
+    throw ConfigError("DistributedSampler: dataset_size 0 must be at least 1; the dataset has no examples");
   }
 }
 
@@ -35,9 +34,8 @@ void check_options(const SamplerOptions& options) {
                       " must be at least 1 (or -1 to take lockstep::world_size())");
   }
   if (options.rank() < 0 || options.rank() >= options.world_size()) {
-    throw ConfigError("DistributedSampler: rank " + std::to_string(options.rank()) +
-                      " must be in [0, world_size " + std::to_string(options.world_size()) +
-                      ") (or -1 to take lockstep::rank())");
+    throw ConfigError("DistributedSampler: rank " + std::to_string(options.rank()) + " must be in [0, world_size " +
+                      std::to_string(options.world_size()) + ") (or -1 to take lockstep::rank())");
   }
   if (options.batch_size() == 0) {
     throw ConfigError("DistributedSampler: batch_size 0 must be at least 1");
@@ -66,8 +64,8 @@ void check_shard_sizes(const SamplerOptions& options, size_t dataset_size) {
     total += size;
   }
   if (total != dataset_size) {
-    throw ConfigError("DistributedSampler: shard_sizes add up to " + std::to_string(total) + " examples, not the dataset's " +
-                      std::to_string(dataset_size));
+    throw ConfigError("DistributedSampler: shard_sizes add up to " + std::to_string(total) +
+                      " examples, not the dataset's " + std::to_string(dataset_size));
   }
 }
 
@@ -126,8 +124,7 @@ void DistributedSampler::fill_indices() {
   }
   // Positions past the end of the order wrap around to its start (the padding); with
   // drop_last every position is below dataset_size_.
-  const std::vector<size_t> order =
-      epoch_order(dataset_size_, options_.shuffle(), options_.seed(), epoch_);
+  const std::vector<size_t> order = epoch_order(dataset_size_, options_.shuffle(), options_.seed(), epoch_);
   indices_.resize(per_rank);
   for (size_t local = 0; local < per_rank; ++local) {
     indices_[local] = order[(rank + local * world) % dataset_size_];
@@ -153,9 +150,9 @@ void DistributedSampler::fill_indices_by_shard() {
   }
   const auto begin = walk.begin() + static_cast<std::ptrdiff_t>(rank * dataset_size_ / world);
   const auto end = walk.begin() + static_cast<std::ptrdiff_t>((rank + 1) * dataset_size_ / world);
-  const std::vector<size_t> mine = shuffled_in_windows(
-      std::vector<size_t>(begin, end), options_.shuffle_window(),
-      mix_seed({options_.seed(), static_cast<uint64_t>(epoch_), rank}));
+  const std::vector<size_t> mine =
+      shuffled_in_windows(std::vector<size_t>(begin, end), options_.shuffle_window(),
+                          mix_seed({options_.seed(), static_cast<uint64_t>(epoch_), rank}));
 
   size_t per_rank = (dataset_size_ + world - 1) / world;
   if (options_.drop_last()) {
@@ -176,8 +173,7 @@ void DistributedSampler::set_epoch(int64_t epoch) {
 }
 
 size_t DistributedSampler::global_position(size_t local_position) const {
-  return static_cast<size_t>(options_.rank()) +
-         local_position * static_cast<size_t>(options_.world_size());
+  return static_cast<size_t>(options_.rank()) + local_position * static_cast<size_t>(options_.world_size());
 }
 
 size_t DistributedSampler::batches_per_epoch() const {
@@ -202,8 +198,8 @@ void DistributedSampler::reset(torch::optional<size_t> new_size) {
 torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batch_size) {
   if (batch_size != options_.batch_size()) {
     throw ConfigError("DistributedSampler::next: batch_size " + std::to_string(batch_size) +
-                      " differs from SamplerOptions::batch_size " +
-                      std::to_string(options_.batch_size()) + "; give both the same value");
+                      " differs from SamplerOptions::batch_size " + std::to_string(options_.batch_size()) +
+                      "; give both the same value");
   }
   if (next_ >= indices_.size()) return torch::nullopt;
   const size_t end = std::min(next_ + batch_size, indices_.size());
@@ -224,18 +220,17 @@ void DistributedSampler::load(torch::serialize::InputArchive& archive) {
   const int64_t saved_size = read_int(archive, "dataset_size");
   const int64_t saved_world = read_int(archive, "world_size");
   if (saved_size != static_cast<int64_t>(dataset_size_) || saved_world != options_.world_size()) {
-    throw ConfigError(
-        "DistributedSampler::load: the checkpoint was saved for dataset_size " +
-        std::to_string(saved_size) + " and world_size " + std::to_string(saved_world) +
-        ", but this sampler has " + std::to_string(dataset_size_) + " and " +
-        std::to_string(options_.world_size()) + "; resume with the same dataset and world");
+    throw ConfigError("DistributedSampler::load: the checkpoint was saved for dataset_size " +
+                      std::to_string(saved_size) + " and world_size " + std::to_string(saved_world) +
+                      ", but this sampler has " + std::to_string(dataset_size_) + " and " +
+                      std::to_string(options_.world_size()) + "; resume with the same dataset and world");
   }
   const int64_t epoch = read_int(archive, "epoch");
   const int64_t position = read_int(archive, "position");
   // Every epoch has as many samples per rank, so the position can be checked up front.
   if (position < 0 || static_cast<size_t>(position) > indices_.size()) {
-    throw ConfigError("DistributedSampler::load: position " + std::to_string(position) +
-                      " is outside the epoch's " + std::to_string(indices_.size()) + " samples");
+    throw ConfigError("DistributedSampler::load: position " + std::to_string(position) + " is outside the epoch's " +
+                      std::to_string(indices_.size()) + " samples");
   }
   set_epoch(epoch);
   next_ = static_cast<size_t>(position);

@@ -66,7 +66,8 @@ std::vector<SampleMembers> group_samples(const std::vector<TarMember>& members, 
     }
   }
   for (size_t i = 0; i < samples.size(); ++i) {
-    if (samples[i].image_kind.empty()) throw DataError(shard + " sample " + samples[i].key + " has no .jpg or .npy member");
+    if (samples[i].image_kind.empty())
+      throw DataError(shard + " sample " + samples[i].key + " has no .jpg or .npy member");
     if (!has_label[i]) throw DataError(shard + " sample " + samples[i].key + " has no .cls member");
   }
   return samples;
@@ -89,15 +90,18 @@ int64_t parse_label(const uint8_t* text, size_t size, int64_t classes, const std
 std::vector<std::string> expand_braces(const std::string& pattern) {
   const size_t open = pattern.find('{'), dots = pattern.find("..", open), close = pattern.find('}', open);
   const auto bad = [&] {
-    return ConfigError("shard pattern '" + pattern + "' must hold one {FIRST..LAST} of numbers, e.g. train-{000000..000127}.tar");
+    return ConfigError("shard pattern '" + pattern +
+                       "' must hold one {FIRST..LAST} of numbers, e.g. train-{000000..000127}.tar");
   };
   if (dots == std::string::npos || close == std::string::npos || dots > close ||
       pattern.find('{', open + 1) != std::string::npos) {
     throw bad();
   }
-  const std::string first = pattern.substr(open + 1, dots - open - 1), last = pattern.substr(dots + 2, close - dots - 2);
+  const std::string first = pattern.substr(open + 1, dots - open - 1),
+                    last = pattern.substr(dots + 2, close - dots - 2);
   const auto numeric = [](const std::string& text) {
-    return !text.empty() && text.size() < 10 && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+    return !text.empty() && text.size() < 10 &&
+           std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
   };
   if (!numeric(first) || !numeric(last) || std::stoul(first) > std::stoul(last)) throw bad();
   std::vector<std::string> names;
@@ -115,7 +119,8 @@ std::vector<std::string> expand_braces(const std::string& pattern) {
 ShardIndex index_by_reading(const ByteSource& source, const std::string& pattern, const std::string& where,
                             const ShardOptions& options) {
   if (options.classes() < 1) {
-    throw ConfigError(where + " names shards without an index: say how many classes they hold (classes = N in the "
+    throw ConfigError(where +
+                      " names shards without an index: say how many classes they hold (classes = N in the "
                       "registry entry), or write an index with lockstep data pack");
   }
   ShardIndex index;
@@ -155,7 +160,9 @@ struct ShardDataset::State {
   std::atomic<int64_t> reads{0};
 
   size_t shard_of(size_t index) const {
-    return static_cast<size_t>(std::upper_bound(first_sample.begin(), first_sample.end(), index) - first_sample.begin()) - 1;
+    return static_cast<size_t>(std::upper_bound(first_sample.begin(), first_sample.end(), index) -
+                               first_sample.begin()) -
+           1;
   }
 
   // A cached copy that fails its checks is dropped and read again from the origin, once.

@@ -18,15 +18,13 @@ namespace {
 
 void check_image(const torch::Tensor& image, const char* transform) {
   if (image.dim() != 3) {
-    throw Error(std::string(transform) + ": expected a C×H×W image, got shape " +
-                c10::str(image.sizes()));
+    throw Error(std::string(transform) + ": expected a C×H×W image, got shape " + c10::str(image.sizes()));
   }
 }
 
 void check_positive(int64_t value, const char* transform, const char* name) {
   if (value < 1) {
-    throw Error(std::string(transform) + ": " + name + " " + std::to_string(value) +
-                " must be at least 1");
+    throw Error(std::string(transform) + ": " + name + " " + std::to_string(value) + " must be at least 1");
   }
 }
 
@@ -49,8 +47,7 @@ torch::Tensor as_float(const torch::Tensor& image) {
 
 // The height×width window of `image` at (top, left); parts outside the image are zeros.
 // A window inside the image is a view, without a copy.
-torch::Tensor crop_with_zeros(const torch::Tensor& image, int64_t top, int64_t left, int64_t height,
-                              int64_t width) {
+torch::Tensor crop_with_zeros(const torch::Tensor& image, int64_t top, int64_t left, int64_t height, int64_t width) {
   const int64_t image_height = image.size(1), image_width = image.size(2);
   if (top >= 0 && left >= 0 && top + height <= image_height && left + width <= image_width) {
     return image.narrow(1, top, height).narrow(2, left, width);
@@ -63,8 +60,7 @@ torch::Tensor crop_with_zeros(const torch::Tensor& image, int64_t top, int64_t l
   if (row_begin < row_end && col_begin < col_end) {
     window.narrow(1, row_begin - top, row_end - row_begin)
         .narrow(2, col_begin - left, col_end - col_begin)
-        .copy_(image.narrow(1, row_begin, row_end - row_begin)
-                   .narrow(2, col_begin, col_end - col_begin));
+        .copy_(image.narrow(1, row_begin, row_end - row_begin).narrow(2, col_begin, col_end - col_begin));
   }
   return window;
 }
@@ -103,8 +99,7 @@ Transform to_float() {
 
 Transform normalize(std::vector<double> mean, std::vector<double> std) {
   if (mean.empty() || mean.size() != std.size()) {
-    throw Error("normalize: mean has " + std::to_string(mean.size()) + " values and std " +
-                std::to_string(std.size()) +
+    throw Error("normalize: mean has " + std::to_string(mean.size()) + " values and std " + std::to_string(std.size()) +
                 "; give one value per channel (or one for all), the same number for both");
   }
   for (size_t c = 0; c < std.size(); ++c) {
@@ -122,9 +117,8 @@ Transform normalize(std::vector<double> mean, std::vector<double> std) {
       return converted ? x.sub_(mean[0]).div_(std[0]) : x.sub(mean[0]).div_(std[0]);
     }
     if (static_cast<int64_t>(mean.size()) != image.size(0)) {
-      throw Error("normalize: mean and std have " + std::to_string(mean.size()) +
-                  " values but the image has " + std::to_string(image.size(0)) +
-                  " channels (shape " + c10::str(image.sizes()) + ")");
+      throw Error("normalize: mean and std have " + std::to_string(mean.size()) + " values but the image has " +
+                  std::to_string(image.size(0)) + " channels (shape " + c10::str(image.sizes()) + ")");
     }
     const torch::Tensor m = mean_t.to(x.scalar_type()), s = std_t.to(x.scalar_type());
     return converted ? x.sub_(m).div_(s) : x.sub(m).div_(s);
@@ -139,8 +133,8 @@ Transform random_crop(int64_t size, int64_t padding) {
     const int64_t padded_height = image.size(1) + 2 * padding;
     const int64_t padded_width = image.size(2) + 2 * padding;
     if (size > padded_height || size > padded_width) {
-      throw Error("random_crop: size " + std::to_string(size) + " is larger than the image " +
-                  c10::str(image.sizes()) + " padded by " + std::to_string(padding));
+      throw Error("random_crop: size " + std::to_string(size) + " is larger than the image " + c10::str(image.sizes()) +
+                  " padded by " + std::to_string(padding));
     }
     // Offsets in the padded image, drawn top then left as torchvision does.
     const int64_t top = draw_int(random, 0, padded_height - size);
@@ -158,16 +152,15 @@ Transform horizontal_flip(double p) {
   };
 }
 
-Transform random_resized_crop(int64_t size, std::pair<double, double> scale,
-                              std::pair<double, double> ratio) {
+Transform random_resized_crop(int64_t size, std::pair<double, double> scale, std::pair<double, double> ratio) {
   check_positive(size, "random_resized_crop", "size");
   if (!(scale.first > 0 && scale.first <= scale.second)) {
-    throw Error("random_resized_crop: scale (" + std::to_string(scale.first) + ", " +
-                std::to_string(scale.second) + ") must satisfy 0 < low <= high");
+    throw Error("random_resized_crop: scale (" + std::to_string(scale.first) + ", " + std::to_string(scale.second) +
+                ") must satisfy 0 < low <= high");
   }
   if (!(ratio.first > 0 && ratio.first <= ratio.second)) {
-    throw Error("random_resized_crop: ratio (" + std::to_string(ratio.first) + ", " +
-                std::to_string(ratio.second) + ") must satisfy 0 < low <= high");
+    throw Error("random_resized_crop: ratio (" + std::to_string(ratio.first) + ", " + std::to_string(ratio.second) +
+                ") must satisfy 0 < low <= high");
   }
   return [size, scale, ratio](torch::Tensor image, Random& random) {
     check_image(image, "random_resized_crop");
@@ -224,8 +217,7 @@ Transform center_crop(int64_t size) {
     // torchvision pads a smaller image by floor((size - side) / 2) before, and rounds the
     // offset of a larger one half to even.
     auto offset = [size](int64_t side) {
-      return side >= size ? round_half_even(static_cast<double>(side - size) / 2.0)
-                          : -((size - side) / 2);
+      return side >= size ? round_half_even(static_cast<double>(side - size) / 2.0) : -((size - side) / 2);
     };
     return crop_with_zeros(image, offset(image.size(1)), offset(image.size(2)), size, size);
   };

@@ -39,10 +39,8 @@ bool transient(CURLcode code) {
     case CURLE_SEND_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-      return true;
-    default:
-      return false;
+    case CURLE_HTTP2_STREAM: return true;
+    default: return false;
   }
 }
 
@@ -124,7 +122,7 @@ class HttpFolder : public ByteSource {
     curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT, stall);
-    curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1L);  // bytes per second...
+    curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1L);    // bytes per second...
     curl_easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, stall);  // ...for this long: a stall
     if (!options_.ca_file().empty()) curl_easy_setopt(handle, CURLOPT_CAINFO, options_.ca_file().c_str());
     const std::string range = std::to_string(body.size()) + "-";

@@ -1,6 +1,5 @@
 #include "lockstep/train/checkpoint.h"
 
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -85,11 +84,13 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path) {
   } catch (const c10::Error& e) {
     throw DataError(path + ": not a readable checkpoint (corrupt or truncated?): " + e.what_without_backtrace());
   }
-  if (read_int(archive, "format", path) != kFormat) throw DataError(path + ": checkpoint format is not " + std::to_string(kFormat));
+  if (read_int(archive, "format", path) != kFormat)
+    throw DataError(path + ": checkpoint format is not " + std::to_string(kFormat));
   return archive;
 }
 
-std::map<std::string, torch::Tensor> saved_model_tensors(torch::serialize::InputArchive& archive, const std::string& path) {
+std::map<std::string, torch::Tensor> saved_model_tensors(torch::serialize::InputArchive& archive,
+                                                         const std::string& path) {
   torch::serialize::InputArchive model_archive;
   if (!archive.try_read("model", model_archive)) throw DataError(path + ": not a lockstep checkpoint (no model)");
   std::map<std::string, torch::Tensor> saved;
@@ -99,8 +100,8 @@ std::map<std::string, torch::Tensor> saved_model_tensors(torch::serialize::Input
 
 // Every tensor of `mine` has its like in `saved` and the other way round; DataError naming
 // the first that differs.
-void check_same_tensors(const std::map<std::string, torch::Tensor>& saved, const std::map<std::string, torch::Tensor>& mine,
-                        const std::string& source) {
+void check_same_tensors(const std::map<std::string, torch::Tensor>& saved,
+                        const std::map<std::string, torch::Tensor>& mine, const std::string& source) {
   const std::string another = "; is it a checkpoint of another model?";
   for (const auto& [key, tensor] : mine) {
     const auto found = saved.find(key);
@@ -122,7 +123,8 @@ void copy_tensors(const std::map<std::string, torch::Tensor>& saved, std::map<st
 
 }  // namespace
 
-CheckpointFolder::CheckpointFolder(std::string folder, int keep) : folder_(std::move(folder)), keep_(std::max(keep, 1)) {}
+CheckpointFolder::CheckpointFolder(std::string folder, int keep)
+    : folder_(std::move(folder)), keep_(std::max(keep, 1)) {}
 
 std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
                                    const CheckpointState& state) const {
@@ -213,7 +215,8 @@ CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::M
                                  optimizer);
   } else {
     torch::serialize::InputArchive optimizer_archive;
-    if (!archive.try_read("optimizer", optimizer_archive)) throw DataError(path + ": not a lockstep checkpoint (no optimizer)");
+    if (!archive.try_read("optimizer", optimizer_archive))
+      throw DataError(path + ": not a lockstep checkpoint (no optimizer)");
     try {
       optimizer.load(optimizer_archive);
     } catch (const c10::Error& e) {

@@ -58,8 +58,8 @@ void set_generator_states(torch::Device device, const torch::Tensor& row) {
 
 }  // namespace
 
-std::string save_collectively(const CheckpointFolder& folder, const TrainedState& state, const TrainingPosition& position,
-                              const std::string& model_name) {
+std::string save_collectively(const CheckpointFolder& folder, const TrainedState& state,
+                              const TrainingPosition& position, const std::string& model_name) {
   // Rows of one length on every rank, should ranks train on different kinds of device.
   torch::Tensor row = generator_states(state.device);
   torch::Tensor longest = torch::tensor({row.numel()});
@@ -117,7 +117,8 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
     lockstep::synchronize(state.optimizer, 0, state.group);
   }
   if (h[7] > 0) {
-    torch::Tensor order = state.group.rank() == 0 ? torch::tensor(loaded.bucket_order, torch::kInt64) : torch::zeros({h[7]}, torch::kInt64);
+    torch::Tensor order = state.group.rank() == 0 ? torch::tensor(loaded.bucket_order, torch::kInt64)
+                                                  : torch::zeros({h[7]}, torch::kInt64);
     lockstep::broadcast(order, 0, state.group);
     state.ddp.load_bucket_order(detail::as_int64_vector(order));
   }

@@ -25,8 +25,8 @@ struct TrainedState {
 };
 
 // Gathers every rank's random generator states, then rank 0 saves. Returns the path on rank 0.
-std::string save_collectively(const CheckpointFolder& folder, const TrainedState& state, const TrainingPosition& position,
-                              const std::string& model_name);
+std::string save_collectively(const CheckpointFolder& folder, const TrainedState& state,
+                              const TrainingPosition& position, const std::string& model_name);
 
 // Rank 0 loads the newest checkpoint, then everyone gets its model, optimizer, DDP's bucket
 // order, position and (on the same world size) its own random generator states, so that

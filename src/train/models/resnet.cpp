@@ -17,8 +17,7 @@ namespace nn = torch::nn;
 
 // Every ResNet convolution: bias-free (a BatchNorm follows) and padded to keep the size at stride 1.
 nn::Conv2d conv(int64_t in_planes, int64_t out_planes, int64_t kernel, int64_t stride) {
-  return nn::Conv2d(
-      nn::Conv2dOptions(in_planes, out_planes, kernel).stride(stride).padding(kernel / 2).bias(false));
+  return nn::Conv2d(nn::Conv2dOptions(in_planes, out_planes, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
 // The 1×1 convolution and BatchNorm that bring a block's input to its output's shape; empty
@@ -145,8 +144,7 @@ torch::nn::Sequential make_resnet(int depth, const ModelOptions& options) {
     case 18: return make_resnet_of(BlockKind::basic, {2, 2, 2, 2}, options);
     case 34: return make_resnet_of(BlockKind::basic, {3, 4, 6, 3}, options);
     case 50: return make_resnet_of(BlockKind::bottleneck, {3, 4, 6, 3}, options);
-    default:
-      throw ConfigError("make_resnet: no ResNet-" + std::to_string(depth) + "; known depths: 18, 34, 50");
+    default: throw ConfigError("make_resnet: no ResNet-" + std::to_string(depth) + "; known depths: 18, 34, 50");
   }
 }
 

@@ -102,8 +102,8 @@ class ConsoleSink : public MetricsSink {
       out_ << line << "\r";
       bar_width_ = width;
     } else {
-      out_ << epoch_text(record) << " step " << record.step << "/" << record.total_steps << " ETA "
-           << eta_text(record) << values_text(record) << "\n";
+      out_ << epoch_text(record) << " step " << record.step << "/" << record.total_steps << " ETA " << eta_text(record)
+           << values_text(record) << "\n";
     }
     out_.flush();
   }

@@ -44,9 +44,12 @@ class JsonLinesSink : public MetricsSink {
   explicit JsonLinesSink(const std::string& path) : path_(path), file_(open_for_append(path)) {}
 
   void write(const Record& record) override {
-    Json line = {{"phase", record.phase},   {"epoch", record.epoch},
-                 {"epochs", record.epochs}, {"step", record.step},
-                 {"total_steps", record.total_steps}, {"time", record.elapsed_seconds}};
+    Json line = {{"phase", record.phase},
+                 {"epoch", record.epoch},
+                 {"epochs", record.epochs},
+                 {"step", record.step},
+                 {"total_steps", record.total_steps},
+                 {"time", record.elapsed_seconds}};
     if (!record.message.empty()) line["message"] = record.message;
     for (const auto& [name, value] : record.values) line[name] = value;  // NaN is written as null
     // Flushed per line: a killed run keeps everything it logged.
@@ -118,8 +121,8 @@ class CsvSink : public MetricsSink {
       file_ << kCsvFixedColumns << (names.empty() ? "" : ",") << joined(names) << "\n";
       has_header_ = true;
     } else if (names != names_) {
-      throw Error(path_ + ": a " + record.phase + " record has values " + joined(names) +
-                  " but the CSV columns are " + joined(names_) + " (use one CSV per set of values, or JSON Lines)");
+      throw Error(path_ + ": a " + record.phase + " record has values " + joined(names) + " but the CSV columns are " +
+                  joined(names_) + " (use one CSV per set of values, or JSON Lines)");
     }
     file_ << csv_field(record.phase) << "," << record.epoch << "," << record.step << ","
           << number_text(record.elapsed_seconds);
@@ -163,7 +166,7 @@ Record parse_record(const std::string& text, const std::string& where) {
   if (line.contains("message") && line["message"].is_string()) record.message = line["message"].get<std::string>();
   for (const auto& [key, value] : line.items()) {
     if ((is_record_key(key) && key != "time") || key == "message") continue;  // read above
-    double number = std::numeric_limits<double>::quiet_NaN();  // JSON has no NaN; it was written as null
+    double number = std::numeric_limits<double>::quiet_NaN();                 // JSON has no NaN; it was written as null
     if (value.is_number()) {
       number = value.get<double>();
     } else if (!value.is_null()) {
@@ -187,9 +190,7 @@ double Record::value(const std::string& name) const {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-std::unique_ptr<MetricsSink> json_lines_sink(const std::string& path) {
-  return std::make_unique<JsonLinesSink>(path);
-}
+std::unique_ptr<MetricsSink> json_lines_sink(const std::string& path) { return std::make_unique<JsonLinesSink>(path); }
 
 std::unique_ptr<MetricsSink> csv_sink(const std::string& path) { return std::make_unique<CsvSink>(path); }
 

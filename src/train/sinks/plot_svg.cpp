@@ -149,12 +149,20 @@ void draw_axes(std::string& svg, const Panel& panel, const std::string& name, co
     text_element(svg, {{"x", px(left - 6)}, {"y", y}, {"dy", "4"}, {"text-anchor", "end"}},
                  number(tick, panel.y.decimals));
   }
-  element(svg, "rect", {{"x", px(left)}, {"y", px(kPlotTop)}, {"width", px(right - left)},
-                        {"height", px(kPlotBottom - kPlotTop)}, {"fill", "none"}, {"stroke", "#444"}});
+  element(svg, "rect",
+          {{"x", px(left)},
+           {"y", px(kPlotTop)},
+           {"width", px(right - left)},
+           {"height", px(kPlotBottom - kPlotTop)},
+           {"fill", "none"},
+           {"stroke", "#444"}});
   text_element(svg, {{"x", px(middle)}, {"y", px(kPlotBottom + 40)}, {"text-anchor", "middle"}}, "step");
   const std::string title_x = px(panel.left + 20);
-  text_element(svg, {{"x", title_x}, {"y", px(y_middle)}, {"text-anchor", "middle"},
-                     {"transform", "rotate(-90 " + title_x + " " + px(y_middle) + ")"}},
+  text_element(svg,
+               {{"x", title_x},
+                {"y", px(y_middle)},
+                {"text-anchor", "middle"},
+                {"transform", "rotate(-90 " + title_x + " " + px(y_middle) + ")"}},
                y_title);
 }
 
@@ -181,8 +189,11 @@ void draw_panel(std::string& svg, double left, const std::string& name, const st
   const Panel panel{left, axis_of(curves, true), axis_of(curves, false)};
   draw_axes(svg, panel, name, y_title);
   if (curves.empty()) {
-    text_element(svg, {{"x", px(left + (kPlotLeft + kPlotRight) / 2)}, {"y", px((kPlotTop + kPlotBottom) / 2)},
-                       {"text-anchor", "middle"}, {"fill", "#888"}},
+    text_element(svg,
+                 {{"x", px(left + (kPlotLeft + kPlotRight) / 2)},
+                  {"y", px((kPlotTop + kPlotBottom) / 2)},
+                  {"text-anchor", "middle"},
+                  {"fill", "#888"}},
                  "no data");
   }
   draw_curve(svg, panel, curves.train, kTrainColor, false);
@@ -194,8 +205,9 @@ void draw_legend(std::string& svg) {
   double x = kWidth - 150;
   const auto entries = {std::tuple{"train", kTrainColor, false}, std::tuple{"val", kValColor, true}};
   for (const auto& [label, color, marked] : entries) {
-    element(svg, "line", {{"x1", px(x)}, {"y1", px(y)}, {"x2", px(x + 24)}, {"y2", px(y)}, {"stroke", color},
-                          {"stroke-width", "1.5"}});
+    element(
+        svg, "line",
+        {{"x1", px(x)}, {"y1", px(y)}, {"x2", px(x + 24)}, {"y2", px(y)}, {"stroke", color}, {"stroke-width", "1.5"}});
     if (marked) draw_marker(svg, x + 12, y, color);
     text_element(svg, {{"x", px(x + 30)}, {"y", px(y)}, {"dy", "4"}}, label);
     x += 75;

@@ -184,8 +184,6 @@ class TensorBoardSink : public MetricsSink {
 
 }  // namespace
 
-std::unique_ptr<MetricsSink> tensorboard_sink(const std::string& dir) {
-  return std::make_unique<TensorBoardSink>(dir);
-}
+std::unique_ptr<MetricsSink> tensorboard_sink(const std::string& dir) { return std::make_unique<TensorBoardSink>(dir); }
 
 }  // namespace lockstep::train
