@@ -327,11 +327,11 @@ Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::fu
     // Here: no thread hand-off for the common synchronous call, and no state for another
     // thread to wait on.
     Task task{std::move(call), std::move(body), nullptr, queued_us};
-    Outcome outcome = run_as_the_runner(lock, &task, 1);
+    TaskResult result = run_as_the_runner(lock, &task, 1);
     lock.unlock();
-    if (outcome.error) std::rethrow_exception(outcome.error);
+    if (result.error) std::rethrow_exception(result.error);
     if (after_done) after_done();
-    return Work::completed(std::move(outcome.outputs));
+    return Work::completed(std::move(result.outputs));
   }
   auto state = std::make_shared<detail::WorkState>();
   state->after_done = std::move(after_done);
@@ -371,10 +371,11 @@ Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call&& call, Tenso
       blocking, [device_call] { device_call->order_current_stream(); });
 }
 
-Communicator::Outcome Communicator::run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count) {
+Communicator::TaskResult Communicator::run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks,
+                                                         size_t count) {
   busy_ = true;  // nothing else runs a collective meanwhile
   lock.unlock();
-  Outcome last;
+  TaskResult last;
   for (size_t i = 0; i < count; ++i) {
     last = execute(tasks[i]);
     if (tasks[i].state) tasks[i].state->finish(std::move(last.outputs), last.error);
@@ -412,7 +413,7 @@ void Communicator::worker_loop() {
   queue_.clear();
 }
 
-Communicator::Outcome Communicator::execute(Task& task) {
+Communicator::TaskResult Communicator::execute(Task& task) {
   const auto started = coarse_now();
   detail::CallObserver* observer = detail::call_observer();
   const double started_us = observer != nullptr && observer->watching() ? observer->now_us(timeline_rank_) : 0;
@@ -421,11 +422,11 @@ Communicator::Outcome Communicator::execute(Task& task) {
     running_call_ = &task.call;
     running_since_ = started;
   }
-  Outcome outcome;
-  std::exception_ptr& error = outcome.error;
+  TaskResult result;
+  std::exception_ptr& error = result.error;
   try {
     c10::NoGradGuard no_grad;  // collectives write into parameters and are not differentiated
-    outcome.outputs = task.body(task.call);
+    result.outputs = task.body(task.call);
   } catch (const MismatchError&) {
     error = std::current_exception();  // found before any data moved: the group stays usable
   } catch (const CallRefused&) {
@@ -450,7 +451,7 @@ Communicator::Outcome Communicator::execute(Task& task) {
     running_call_ = nullptr;
   }
   if (started_us > 0 && observer->watching()) tell_observer(*observer, task, started_us, error);
-  return outcome;
+  return result;
 }
 
 void Communicator::tell_observer(detail::CallObserver& observer, const Task& task, double started_us,

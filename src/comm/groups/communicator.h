@@ -91,7 +91,7 @@ class Communicator {
   };
 
   /// What running a task gave: its outputs, or its error.
-  struct Outcome {
+  struct TaskResult {
     std::vector<at::Tensor> outputs;
     std::exception_ptr error;
   };
@@ -102,14 +102,14 @@ class Communicator {
   Work submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done);
   /// submit() for a collective on `tensors`, which may be on a device (comm/transports/device_call.h).
   Work submit_on(std::vector<at::Tensor> tensors, Call&& call, TensorBody body, bool blocking);
-  Outcome execute(Task& task);
+  TaskResult execute(Task& task);
   void tell_observer(detail::CallObserver& observer, const Task& task, double started_us,
                      const std::exception_ptr& error) const;
   void run_queued_through(detail::WorkState& state);
   /// Runs `count` tasks, in order, on this thread as the one collective runner, each
-  /// finishing its work's state, or with none, returning the last one's outcome; `lock`
+  /// finishing its work's state, or with none, returning the last one's result; `lock`
   /// holds mutex_.
-  Outcome run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
+  TaskResult run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
   void mark_failed(const std::string& what);
   /// Throws MismatchError before `moving` moves any data, where ranks' calls differ and
   /// this group compares them (in debug mode, or where the host transport must).

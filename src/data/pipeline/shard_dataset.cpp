@@ -171,7 +171,7 @@ struct ShardDataset::State {
       return load_once(shard);
     } catch (const DataError&) {
       if (shards == source) throw;
-      shards->forget(index.shards[shard].name);
+      shards->drop_copy(index.shards[shard].name);
       return load_once(shard);
     }
   }

@@ -22,7 +22,7 @@ class ByteSource {
   /// Where `name` is, for messages: a path or a URL.
   virtual std::string locate(const std::string& name) const = 0;
   /// Drops any copy kept of `name` (a cached copy that failed its checks).
-  virtual void forget(const std::string& /*name*/) const {}
+  virtual void drop_copy(const std::string& /*name*/) const {}
 };
 
 /// The source for a folder given as a local path or an http:// or https:// URL.

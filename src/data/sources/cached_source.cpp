@@ -46,7 +46,7 @@ class CachedSource : public ByteSource {
 
   std::string locate(const std::string& name) const override { return origin_->locate(name); }
 
-  void forget(const std::string& name) const override {
+  void drop_copy(const std::string& name) const override {
     std::error_code ignored;
     fs::remove(folder_ / name, ignored);
   }
