@@ -236,7 +236,9 @@ int JobAttempts::join(int attempt) {
 
 bool JobAttempts::beating(const std::string& launcher) {
   const int64_t before = store_->add(launcher_beats_key(launcher), 0);
-  std::this_thread::sleep_for(kSilentAfter);
+  // Twice the silence that counts a node as gone: a live launcher on a loaded machine beats
+  // within it, and only a new launcher of a taken node waits for it.
+  std::this_thread::sleep_for(2 * kSilentAfter);
   return store_->add(launcher_beats_key(launcher), 0) != before;
 }
 
