@@ -72,6 +72,7 @@ class Launcher {
       if (attempt != asked) {
         report("restart " + std::to_string(attempt) + " of " + std::to_string(options_.max_restarts) +
                ": this node's launcher before this one is gone, and with it its workers of the job");
+        last_failure = attempts_->failed_elsewhere(attempt - 1).value_or("");  // what its workers are told
       }
       WorkerGroup workers(options_.stop_timeout, terminal_);
       start_workers(workers, attempt, last_failure);

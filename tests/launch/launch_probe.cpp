@@ -40,6 +40,7 @@ const char* kReportedVariables[] = {
     "OMPI_COMM_WORLD_RANK",
     "PMIX_RANK",
     "LOCKSTEP_RESTART_COUNT",
+    "LOCKSTEP_RESTART_REASON",
 };
 
 std::string variable(const char* name) {

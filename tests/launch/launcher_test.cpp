@@ -193,6 +193,12 @@ TEST(LockstepRun, ALauncherStartedAgainBeforeTheJobNoticedItsLossRestartsTheJob)
   EXPECT_TRUE(contains(first->stderr_text(), "): its launcher was started again")) << first->stderr_text();
   EXPECT_EQ(printed_value(first->stdout_text(), 0, "LOCKSTEP_RESTART_COUNT"), "1") << first->stdout_text();
   EXPECT_EQ(printed_value(again->stdout_text(), 1, "LOCKSTEP_RESTART_COUNT"), "1") << again->stdout_text();
+  // Its workers are told why, as the other node's are.
+  EXPECT_TRUE(
+      contains(printed_value(again->stdout_text(), 1, "LOCKSTEP_RESTART_REASON"), "its launcher was started again"))
+      << again->stdout_text();
+  EXPECT_EQ(printed_value(again->stdout_text(), 1, "LOCKSTEP_RESTART_REASON"),
+            printed_value(first->stdout_text(), 0, "LOCKSTEP_RESTART_REASON"));
 }
 
 TEST(LockstepRun, UnfinishedLastLineIsFlushedWhenTheWorkerEnds) {
