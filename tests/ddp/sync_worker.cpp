@@ -50,28 +50,8 @@ void mismatched_roots() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string scenario = argc > 1 ? argv[1] : "";
-  const int root = argc > 2 ? std::stoi(argv[2]) : 0;
-  torch::set_num_threads(1);  // ranks share two cores; and identical inputs give identical bytes
-  try {
-    lockstep::init();
-    if (scenario == "module") {
-      module_from(root);
-    } else if (scenario == "mismatched-modules") {
-      mismatched_modules();
-    } else if (scenario == "mismatched-roots") {
-      mismatched_roots();
-    } else {
-      std::cerr << "unknown scenario '" << scenario << "'" << std::endl;
-      return 2;
-    }
-    if (failures() > 0) return 1;
-    std::cout << "rank " << lockstep::rank() << " of " << lockstep::world_size() << ": " << scenario << " correct"
-              << std::endl;
-    lockstep::shutdown();
-  } catch (const std::exception& e) {
-    std::cerr << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+  return run_scenario(argc, argv,
+                      {{"module", module_from},
+                       {"mismatched-modules", [](int) { mismatched_modules(); }},
+                       {"mismatched-roots", [](int) { mismatched_roots(); }}});
 }

@@ -2,6 +2,7 @@
 // for bit; see sync_worker.cpp). The optimizer's are in tests/optim.
 #include <gtest/gtest.h>
 
+#include "support/sync_runs.h"
 #include "support/world.h"
 
 namespace lockstep::testing {
@@ -9,18 +10,8 @@ namespace {
 
 using std::chrono::steady_clock;
 
-const Env kShortTimeout{{"LOCKSTEP_TIMEOUT", "20"}};
-
 std::vector<Finished> run_worker(int n, std::vector<std::string> args) {
-  args.insert(args.begin(), SYNC_WORKER);
-  return run_processes(n, args, tcp_world(n, kShortTimeout), std::chrono::seconds(60));
-}
-
-void expect_all_correct(const std::vector<Finished>& ranks) {
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
-    EXPECT_TRUE(contains(ranks[r].output, "rank " + std::to_string(r) + " of ")) << ranks[r].output;
-  }
+  return run_sync_worker(SYNC_WORKER, n, std::move(args));
 }
 
 TEST(SynchronizeModule, EveryRankGetsRootsParametersAndBuffers) { expect_all_correct(run_worker(2, {"module", "0"})); }

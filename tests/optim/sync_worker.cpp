@@ -242,27 +242,8 @@ void distributed_optimizers() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string scenario = argc > 1 ? argv[1] : "";
-  torch::set_num_threads(1);  // ranks share two cores; and identical inputs give identical bytes
-  try {
-    lockstep::init();
-    if (scenario == "optimizers") {
-      optimizers();
-    } else if (scenario == "refused-optimizers") {
-      refused_optimizers();
-    } else if (scenario == "distributed-optimizer") {
-      distributed_optimizers();
-    } else {
-      std::cerr << "unknown scenario '" << scenario << "'" << std::endl;
-      return 2;
-    }
-    if (failures() > 0) return 1;
-    std::cout << "rank " << lockstep::rank() << " of " << lockstep::world_size() << ": " << scenario << " correct"
-              << std::endl;
-    lockstep::shutdown();
-  } catch (const std::exception& e) {
-    std::cerr << e.what() << std::endl;
-    return 1;
-  }
-  return 0;
+  return run_scenario(argc, argv,
+                      {{"optimizers", [](int) { optimizers(); }},
+                       {"refused-optimizers", [](int) { refused_optimizers(); }},
+                       {"distributed-optimizer", [](int) { distributed_optimizers(); }}});
 }

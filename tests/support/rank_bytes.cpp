@@ -88,4 +88,27 @@ void train_step(Net& net, torch::optim::Optimizer& optimizer, int64_t seed) {
   optimizer.step();
 }
 
+int run_scenario(int argc, char** argv, const std::map<std::string, std::function<void(int root)>>& scenarios) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  const int root = argc > 2 ? std::stoi(argv[2]) : 0;
+  torch::set_num_threads(1);  // ranks share two cores; and identical inputs give identical bytes
+  try {
+    lockstep::init();
+    const auto found = scenarios.find(scenario);
+    if (found == scenarios.end()) {
+      std::cerr << "unknown scenario '" << scenario << "'" << std::endl;
+      return 2;
+    }
+    found->second(root);
+    if (failures() > 0) return 1;
+    std::cout << "rank " << lockstep::rank() << " of " << lockstep::world_size() << ": " << scenario << " correct"
+              << std::endl;
+    lockstep::shutdown();
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace lockstep::testing

@@ -3,7 +3,9 @@
 // What the synchronize workers share: every rank's values turned into bytes and compared
 // with the root's, exactly; a small model with parameters and buffers; and the failures a
 // worker prints before it exits non-zero.
+#include <functional>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,5 +58,10 @@ void expect_error(const std::string& what, F&& body) {
   }
   fail(what + ": no exception");
 }
+
+/// A synchronize worker's main: joins the job, runs scenarios.at(argv[1]) with the root in
+/// argv[2] (0 when left out), and says "rank R of N: SCENARIO correct" when nothing failed.
+/// The exit status: 0, 1 after a failure, 2 for an unknown scenario.
+int run_scenario(int argc, char** argv, const std::map<std::string, std::function<void(int root)>>& scenarios);
 
 }  // namespace lockstep::testing
