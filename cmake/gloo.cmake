@@ -30,3 +30,23 @@ else()
   find_package(Gloo REQUIRED)
   message(STATUS "lockstep: Gloo from Debian's libgloo")
 endif()
+
+# A libtorch that exports Gloo but ships no Gloo headers (the torch wheels since 2.x) leaves
+# lockstep on Debian's libgloo with a second, newer Gloo in the process. Gloo's classes differ
+# between the two (PrefixStore holds a reference in one, a shared_ptr in the other), so every
+# Gloo call of lockstep's and of libgloo's own must bind to libgloo: named before libtorch in
+# every program that links lockstep, libgloo is the copy the loader searches first.
+set(lockstep_gloo_first "")
+if(NOT LOCKSTEP_GLOO_FROM_TORCH)
+  find_library(TORCH_CPU_LIBRARY torch_cpu HINTS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
+  if(TORCH_CPU_LIBRARY)
+    execute_process(
+      COMMAND sh -c "nm -D --defined-only '${TORCH_CPU_LIBRARY}' | grep -c ' _ZN4gloo'"
+      OUTPUT_VARIABLE torch_gloo_symbols OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(torch_gloo_symbols GREATER 0)
+      get_target_property(lockstep_libgloo gloo LOCATION)
+      set(lockstep_gloo_first "-Wl,--push-state,--no-as-needed,${lockstep_libgloo},--pop-state")
+      message(STATUS "lockstep: ${TORCH_CPU_LIBRARY} exports Gloo too: ${lockstep_libgloo} goes before it")
+    endif()
+  endif()
+endif()

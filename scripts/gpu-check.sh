@@ -160,14 +160,22 @@ phase_build() {
     readelf -d "$build/tests/gpu/gpu_tests" | grep NEEDED | sed -n 1,4p
     readelf -d "$build"/src/liblockstep.so | grep NEEDED | sed -n 1,4p
   } >> "$out/environment.txt"
-  # The wheel's std::filesystem copies crash (src/CMakeLists.txt): no call of lockstep's or
-  # of a program linking it may bind to them. LD_BIND_NOW binds every call at load.
-  local to_torch
-  to_torch=$(LD_BIND_NOW=1 LD_DEBUG=bindings "$build/tests/gpu/gpu_tests" --gtest_list_tests 2>&1 > /dev/null |
-    grep -E "binding file [^ ]*(gpu_tests|liblockstep)[^ ]* .* to [^ ]*libtorch[^ ]* .*_ZN[^ ]*St10filesystem" || true)
-  if [ -n "$to_torch" ]; then
-    echo "$to_torch" > "$out/filesystem-bindings.txt"
-    note "build: failed: $(echo "$to_torch" | wc -l) std::filesystem calls bind to libtorch's copies, which crash (filesystem-bindings.txt)"
+  # The wheel's std::filesystem copies crash (src/CMakeLists.txt), and where lockstep uses
+  # Debian's libgloo, the wheel's Gloo differs from it (cmake/gloo.cmake): no call of
+  # lockstep's, of libgloo's or of a program linking them may bind to libtorch's copies.
+  # LD_BIND_NOW binds every call at load.
+  local callers="gpu_tests|lockstep|liblockstep" copies="_ZN[^ ]*St10filesystem"
+  if readelf -d "$build"/src/liblockstep.so | grep -q "NEEDED.*libgloo"; then
+    callers="$callers|libgloo" copies="($copies|_ZN4gloo)"
+  fi
+  local bindings=$out/torch-bindings.txt program
+  rm -f "$bindings"
+  for program in "$build/tests/gpu/gpu_tests --gtest_list_tests" "$build/tools/lockstep --version"; do
+    LD_BIND_NOW=1 LD_DEBUG=bindings $program 2>&1 > /dev/null |
+      grep -E "binding file [^ ]*/($callers)[^/ ]* .* to [^ ]*libtorch[^ ]* .*$copies" >> "$bindings" || true
+  done
+  if [ -s "$bindings" ]; then
+    note "build: failed: $(wc -l < "$bindings") calls bind to libtorch's copies of std::filesystem or Gloo (torch-bindings.txt)"
     return 1
   fi
 }
