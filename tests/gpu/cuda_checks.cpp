@@ -89,8 +89,8 @@ std::string wrong_collectives(const ProcessGroup& group, int64_t length, torch::
             equal_on_host(many[1], torch::full({length}, sum_ranks, torch::kDouble)) &&
             equal_on_host(many[2], torch::full({length}, sum_ranks + n, torch::kDouble)),
         "coalesced all_reduce");
-  std::vector<Tensor> many_async{torch::full({length}, r == 1 ? 3.0 : 0.0, on()),
-                                 torch::full({2}, r == 1 ? 4 : 0, on(torch::kInt))};
+  std::vector<Tensor> many_async{torch::full({length}, r == n - 1 ? 3.0 : 0.0, on()),
+                                 torch::full({2}, r == n - 1 ? 4 : 0, on(torch::kInt))};
   all_reduce_async(many_async, ReduceOp::Max, group).wait();
   check(equal_on_host(many_async[0], torch::full({length}, 3.0, torch::kDouble)) &&
             equal_on_host(many_async[1], torch::full({2}, 4.0, torch::kDouble)),

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "comm/transports/device_call.h"
 #include "comm/transports/device_transports.h"
 #include "comm/transports/hierarchical_transport.h"
+#include "comm/transports/self_device_transport.h"
 #include "comm/transports/self_transport.h"
 #include "comm/transports/shm_transport.h"
 #include "lockstep/error.h"
@@ -113,9 +115,11 @@ GroupTransports connect_group(World& world, const std::vector<int>& members, con
                               const GatherOverParent& gather) {
   GroupTransports transports;
   transports.host = connect_host_transport(world, members, name, gather);
-  // A group of one needs no device transport: it has no one to send to.
   if (transports.host && members.size() > 1) {
     transports.devices = device_transports(*transports.host, world.spec().device_backend, world.spec().timeout);
+  } else if (transports.host && built_with_cuda()) {
+    // A group of one has no one to send to: its device tensors stay where they are.
+    transports.devices.emplace(at::kCUDA, std::make_unique<SelfDeviceTransport>());
   }
   return transports;
 }
