@@ -56,47 +56,44 @@ std::string text_field(const toml::table& table, const std::string& key, const s
   return *value;
 }
 
-DatasetEntry read_entry(const std::string& name, const toml::node& node, const std::string& source,
-                        const std::string& base_dir) {
-  DatasetEntry entry;
-  entry.name = name;
-  entry.defined_at = place(source, node);
-  const toml::table* table = node.as_table();
-  if (table == nullptr) reject(entry.defined_at, name, "must be a table ([" + name + "] with type and path)");
-
-  entry.type = text_field(*table, "type", source, entry);
-  if (std::find(kTypes.begin(), kTypes.end(), entry.type) == kTypes.end()) {
-    reject(place(source, *table->get("type")), name,
-           "has unknown type '" + entry.type + "' (known: " + joined(kTypes) + ")");
-  }
-  entry.path = text_field(*table, "path", source, entry);
+// Where the entry's files are, and how they are fetched: paths relative to the registry's folder.
+void read_locations(const toml::table& table, const std::string& source, const std::string& base_dir,
+                    DatasetEntry& entry) {
   const auto local = [&](const std::string& path) {
     return fs::path(path).is_relative() && !base_dir.empty() && path.find("://") == std::string::npos;
   };
+  entry.path = text_field(table, "path", source, entry);
   if (local(entry.path)) entry.path = (fs::path(base_dir) / entry.path).string();
-  if (table->get("ca_file") != nullptr) {
-    entry.ca_file = text_field(*table, "ca_file", source, entry);
+  if (table.get("ca_file") != nullptr) {
+    entry.ca_file = text_field(table, "ca_file", source, entry);
     if (local(entry.ca_file)) entry.ca_file = (fs::path(base_dir) / entry.ca_file).string();
   }
-  if (table->get("cache") != nullptr) {
-    entry.cache = text_field(*table, "cache", source, entry);
+  if (table.get("cache") != nullptr) {
+    entry.cache = text_field(table, "cache", source, entry);
     if (local(entry.cache)) entry.cache = (fs::path(base_dir) / entry.cache).string();
   }
-  if (const toml::node* bytes = table->get("cache_bytes")) {
+  if (const toml::node* bytes = table.get("cache_bytes")) {
     const auto value = bytes->value<int64_t>();
-    if (!value || *value <= 0) reject(place(source, *bytes), name, "cache_bytes must be a positive number of bytes");
+    if (!value || *value <= 0) {
+      reject(place(source, *bytes), entry.name, "cache_bytes must be a positive number of bytes");
+    }
     entry.cache_bytes = *value;
   }
-  if (const toml::node* timeout = table->get("timeout")) {
+  if (const toml::node* timeout = table.get("timeout")) {
     const auto seconds = timeout->value<double>();
-    if (!seconds || *seconds <= 0)
-      reject(place(source, *timeout), name, "timeout must be a positive number of seconds");
+    if (!seconds || *seconds <= 0) {
+      reject(place(source, *timeout), entry.name, "timeout must be a positive number of seconds");
+    }
     entry.timeout = *seconds;
   }
+}
 
+// What the images are: channels and classes.
+void read_contents(const toml::table& table, const std::string& source, DatasetEntry& entry) {
+  const std::string& name = entry.name;
   // Shards record their channels in the index: 0 reads them as packed.
   entry.channels = entry.type == "fashion-mnist" ? 1 : entry.type == "shards" ? 0 : 3;
-  if (const toml::node* channels = table->get("channels")) {
+  if (const toml::node* channels = table.get("channels")) {
     const auto value = channels->value<int64_t>();
     if (!value || (*value != 1 && *value != 3)) reject(place(source, *channels), name, "channels must be 1 or 3");
     entry.channels = static_cast<int>(*value);
@@ -105,7 +102,7 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
     reject(entry.defined_at, name, "is fashion-mnist, whose images have 1 channel");
   }
 
-  if (const toml::node* classes = table->get("classes")) {
+  if (const toml::node* classes = table.get("classes")) {
     if (const auto count = classes->value<int64_t>(); count && *count > 0) {
       entry.classes = *count;
     } else if (const toml::array* names = classes->as_array()) {
@@ -119,20 +116,44 @@ DatasetEntry read_entry(const std::string& name, const toml::node& node, const s
       reject(place(source, *classes), name, "classes must be a positive count or a list of names");
     }
   }
+}
 
+// Which folder or file holds each split.
+void read_splits(const toml::table& table, const std::string& source, DatasetEntry& entry) {
   entry.splits = default_splits(entry.type);
-  if (const toml::node* splits = table->get("splits")) {
-    const toml::table* split_table = splits->as_table();
-    if (split_table == nullptr)
-      reject(place(source, *splits), name, "splits must be a table, e.g. { train = \"train\" }");
-    entry.splits.clear();
-    for (const auto& [key, value] : *split_table) {
-      const auto location = value.value<std::string>();
-      if (!location) reject(place(source, value), name, "split '" + std::string(key.str()) + "' must be a string");
-      entry.splits[std::string(key.str())] = *location;
-    }
-    if (entry.splits.empty()) reject(place(source, *splits), name, "has no splits");
+  const toml::node* splits = table.get("splits");
+  if (splits == nullptr) return;
+  const toml::table* split_table = splits->as_table();
+  if (split_table == nullptr) {
+    reject(place(source, *splits), entry.name, "splits must be a table, e.g. { train = \"train\" }");
   }
+  entry.splits.clear();
+  for (const auto& [key, value] : *split_table) {
+    const auto location = value.value<std::string>();
+    if (!location) {
+      reject(place(source, value), entry.name, "split '" + std::string(key.str()) + "' must be a string");
+    }
+    entry.splits[std::string(key.str())] = *location;
+  }
+  if (entry.splits.empty()) reject(place(source, *splits), entry.name, "has no splits");
+}
+
+DatasetEntry read_entry(const std::string& name, const toml::node& node, const std::string& source,
+                        const std::string& base_dir) {
+  DatasetEntry entry;
+  entry.name = name;
+  entry.defined_at = place(source, node);
+  const toml::table* table = node.as_table();
+  if (table == nullptr) reject(entry.defined_at, name, "must be a table ([" + name + "] with type and path)");
+
+  entry.type = text_field(*table, "type", source, entry);
+  if (std::find(kTypes.begin(), kTypes.end(), entry.type) == kTypes.end()) {
+    reject(place(source, *table->get("type")), name,
+           "has unknown type '" + entry.type + "' (known: " + joined(kTypes) + ")");
+  }
+  read_locations(*table, source, base_dir, entry);
+  read_contents(*table, source, entry);
+  read_splits(*table, source, entry);
   return entry;
 }
 

@@ -35,24 +35,12 @@ Plan plan(const World& world, const std::vector<int>& members) {
   return plan;
 }
 
-// What moves the group's host memory: the host backend, shared memory inside hosts, or both.
-std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::vector<int>& members,
-                                                      const std::string& name, const GatherOverParent& gather) {
-  const WorldSpec& spec = world.spec();
-  const auto me = std::find(members.begin(), members.end(), spec.rank);
-  const int rank = me == members.end() ? -1 : static_cast<int>(me - members.begin());
-  const Plan p = plan(world, members);
-  const bool shared_memory =
-      spec.shared_memory && std::any_of(p.hosts.begin(), p.hosts.end(), [](const auto& h) { return h.size() > 1; });
-
-  if (!shared_memory) {
-    if (rank < 0) return nullptr;
-    if (members.size() == 1) return std::make_unique<SelfTransport>();
-    return world.connect_backend(members, name);
-  }
-
-  // Each host's first rank makes the segment; the others learn its name from the gather, or
-  // its error ("!" first), so that they fail with it instead of waiting.
+// This host's shared memory among the group's ranks on it, or a SelfTransport where it has
+// one of them. Each host's first rank makes the segment; the others learn its name from the
+// gather, or its error ("!" first), so that they fail with it instead of waiting. Every rank
+// of the parent group gathers; one that is not a member gets null.
+std::unique_ptr<HostTransport> connect_on_host(const WorldSpec& spec, const std::vector<int>& members, int rank,
+                                               const Plan& p, const GatherOverParent& gather) {
   const HierarchicalTransport::HostRank place = rank >= 0 ? p.places[rank] : HierarchicalTransport::HostRank{-1, -1};
   const int local_size = rank >= 0 ? static_cast<int>(p.hosts[place.host].size()) : 0;
   std::optional<ShmSegment> segment;
@@ -71,23 +59,38 @@ std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::v
   const auto names = gather(mine);
   if (failed) std::rethrow_exception(failed);
   if (rank < 0) return nullptr;
+  if (local_size <= 1) return std::make_unique<SelfTransport>();
 
-  std::unique_ptr<HostTransport> local;
-  if (local_size > 1) {
-    const int leader = members[p.hosts[place.host][0]];
-    const std::string& name = names.at(leader);
-    if (!name.empty() && name[0] == '!') {
-      throw Error("lockstep: rank " + std::to_string(leader) +
-                  ", the first on this host, could not "
-                  "make the group's shared memory: " +
-                  name.substr(1));
-    }
-    if (!segment) segment.emplace(ShmSegment::open(name, ShmTransport::segment_bytes(local_size)));
-    local =
-        std::make_unique<ShmTransport>(std::move(*segment), place.local, local_size, spec.timeout, p.hosts[place.host]);
-  } else {
-    local = std::make_unique<SelfTransport>();
+  const int leader = members[p.hosts[place.host][0]];
+  const std::string& name = names.at(leader);
+  if (!name.empty() && name[0] == '!') {
+    throw Error("lockstep: rank " + std::to_string(leader) +
+                ", the first on this host, could not "
+                "make the group's shared memory: " +
+                name.substr(1));
   }
+  if (!segment) segment.emplace(ShmSegment::open(name, ShmTransport::segment_bytes(local_size)));
+  return std::make_unique<ShmTransport>(std::move(*segment), place.local, local_size, spec.timeout,
+                                        p.hosts[place.host]);
+}
+
+// What moves the group's host memory: the host backend, shared memory inside hosts, or both.
+std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::vector<int>& members,
+                                                      const std::string& name, const GatherOverParent& gather) {
+  const WorldSpec& spec = world.spec();
+  const auto me = std::find(members.begin(), members.end(), spec.rank);
+  const int rank = me == members.end() ? -1 : static_cast<int>(me - members.begin());
+  const Plan p = plan(world, members);
+  const bool shared_memory =
+      spec.shared_memory && std::any_of(p.hosts.begin(), p.hosts.end(), [](const auto& h) { return h.size() > 1; });
+
+  if (!shared_memory) {
+    if (rank < 0) return nullptr;
+    if (members.size() == 1) return std::make_unique<SelfTransport>();
+    return world.connect_backend(members, name);
+  }
+  std::unique_ptr<HostTransport> local = connect_on_host(spec, members, rank, p, gather);
+  if (rank < 0) return nullptr;
   // Shared memory has no store of its own: for device work that never finished, its ranks
   // report through the world's, so that the watchdog names calls that differ over NCCL on
   // one host as between hosts.
@@ -103,7 +106,7 @@ std::unique_ptr<HostTransport> connect_host_transport(World& world, const std::v
   std::vector<int> leaders;
   for (const auto& host : p.hosts) leaders.push_back(members[host[0]]);
   std::unique_ptr<HostTransport> between_hosts;
-  if (place.local == 0) between_hosts = world.connect_backend(leaders, name + "/leaders");
+  if (p.places[rank].local == 0) between_hosts = world.connect_backend(leaders, name + "/leaders");
   const bool backend_checks = spec.backend == Backend::Mpi;
   return reported(std::make_unique<HierarchicalTransport>(rank, p.places, std::move(local), std::move(between_hosts),
                                                           to_string(spec.backend), backend_checks));

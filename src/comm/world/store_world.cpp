@@ -195,6 +195,15 @@ std::string store_name(const WorldSpec& spec) {
                                         : "the file store in '" + spec.file_path + "'";
 }
 
+// The ranks not yet seen, as "1, 3".
+std::string unseen(const std::vector<bool>& seen) {
+  std::ostringstream missing;
+  for (size_t r = 0; r < seen.size(); ++r) {
+    if (!seen[r]) missing << (missing.tellp() > 0 ? ", " : "") << r;
+  }
+  return missing.str();
+}
+
 // Small strings from every rank, indexed by rank: each sets its own key under `key` and
 // waits for all, naming the missing ranks if some never come. Values travel behind one
 // byte, since gloo's file store cannot hold empty ones.
@@ -241,13 +250,10 @@ std::vector<std::string> gather_through(gloo::rendezvous::Store& store, const Wo
     } catch (const std::exception&) {  // the store is gone: what was seen stays seen
     }
     if (now >= deadline) {
-      std::ostringstream missing;
-      for (int r = 0; r < spec.world_size; ++r) {
-        if (!seen[r]) missing << (missing.tellp() > 0 ? ", " : "") << r;
-      }
-      if (missing.tellp() == 0) continue;
+      const std::string missing = unseen(seen);
+      if (missing.empty()) continue;
       throw TimeoutError("lockstep: rank " + std::to_string(spec.rank) + ": rendezvous through " + store_name(spec) +
-                         " timed out after " + seconds(spec.timeout) + ": rank(s) " + missing.str() +
+                         " timed out after " + seconds(spec.timeout) + ": rank(s) " + missing +
                          " never arrived (world size " + std::to_string(spec.world_size) +
                          "); check that every worker started with the same settings");
     }
