@@ -7,7 +7,8 @@
 # and read exported weights; a real Slurm, which tests/cluster starts in network namespaces;
 # nginx and openssl, which the data tests start to serve shards over HTTP and HTTPS; iproute2,
 # whose `ip netns` makes the tests' hosts; git, which lists the files of a clean checkout;
-# clang-format, which checks the layout of the C++ files;
+# clang-format, which checks the layout of the C++ files; Ceph's mon, OSD and RADOS Gateway,
+# a real S3 that the S3 tests start on loopback;
 # debootstrap, which makes the Debian 13 root of the libtorch 2.6 suite);
 # with --bench, what the benchmarks compare against (PyTorch's
 # Python DDP).
@@ -21,7 +22,8 @@ packages=(
   libcurl4-openssl-dev
 )
 case "${1:-}" in
-  --test) packages+=(python3-torch slurm-wlm munge nginx openssl iproute2 git debootstrap clang-format) ;;
+  --test) packages+=(python3-torch slurm-wlm munge nginx openssl iproute2 git debootstrap clang-format
+    ceph-mon ceph-osd radosgw ceph-common) ;;
   --bench) packages+=(python3-torch) ;;
 esac
 

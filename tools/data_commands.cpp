@@ -60,6 +60,16 @@ void add_pack_command(CLI::App& data, Action& chosen) {
   command->add_option("--split", *splits, "Split to pack; repeat for several (default: all the entry's splits)");
   command->add_option("--out", *out, "Folder to write the shards and each split's index into")->required();
   command->add_option("--shard-size", *shard_size, "Bytes per shard at most, e.g. 64MB")->capture_default_str();
+  auto store = std::make_shared<data::PackOptions>();
+  command->add_option(
+      "--endpoint", store->endpoint(),
+      "For --out s3://...: an S3-compatible store's URL (default: AWS_ENDPOINT_URL_S3, the AWS profile's, "
+      "else AWS)");
+  command->add_option("--region", store->region(),
+                      "For --out s3://...: the bucket's region (default: AWS_REGION, ...)");
+  command->add_option("--addressing", store->addressing(), "For --out s3://...: virtual or path")
+      ->check(CLI::IsMember({"virtual", "path"}));
+  command->add_option("--ca-file", store->ca_file(), "For an https endpoint: certificate authorities to trust");
   choice->add_to(*command);
   command->callback([=, &chosen] {
     chosen = [=] {
@@ -72,8 +82,9 @@ void add_pack_command(CLI::App& data, Action& chosen) {
       }
       for (const auto& split : chosen_splits) {
         const auto dataset = data::open_dataset(entry, split);
-        const auto summary = data::pack_shards(
-            *dataset, split, *out, data::PackOptions().shard_bytes(shard_bytes).class_names(data::class_names(entry)));
+        data::PackOptions options = *store;
+        const auto summary = data::pack_shards(*dataset, split, *out,
+                                               options.shard_bytes(shard_bytes).class_names(data::class_names(entry)));
         std::cout << "packed " << summary.samples << " " << split << " examples of " << *name << " into "
                   << summary.shards << " shard(s), " << summary.bytes << " bytes; index " << summary.index << "\n";
       }

@@ -68,6 +68,10 @@ void read_locations(const toml::table& table, const std::string& source, const s
     entry.ca_file = text_field(table, "ca_file", source, entry);
     if (local(entry.ca_file)) entry.ca_file = (fs::path(base_dir) / entry.ca_file).string();
   }
+  for (auto [key, field] : {std::pair{"endpoint", &entry.endpoint}, std::pair{"region", &entry.region},
+                            std::pair{"addressing", &entry.addressing}}) {
+    if (table.get(key) != nullptr) *field = text_field(table, key, source, entry);
+  }
   if (table.get("cache") != nullptr) {
     entry.cache = text_field(table, "cache", source, entry);
     if (local(entry.cache)) entry.cache = (fs::path(base_dir) / entry.cache).string();
@@ -175,7 +179,13 @@ std::string split_location(const DatasetEntry& entry, const std::string& split) 
 }
 
 ShardOptions shard_options(const DatasetEntry& entry) {
-  ShardOptions options = ShardOptions().channels(entry.channels).classes(entry.classes).ca_file(entry.ca_file);
+  ShardOptions options = ShardOptions()
+                             .channels(entry.channels)
+                             .classes(entry.classes)
+                             .ca_file(entry.ca_file)
+                             .endpoint(entry.endpoint)
+                             .region(entry.region)
+                             .addressing(entry.addressing);
   if (entry.timeout > 0) options.timeout(entry.timeout);
   options.cache(entry.cache);
   if (entry.cache_bytes > 0) options.cache_bytes(static_cast<size_t>(entry.cache_bytes));

@@ -21,7 +21,8 @@ namespace lockstep::data {
 ///   splits = { train = "train", test = "t10k" }
 ///
 /// A "shards" entry's path may be an http:// or https:// URL, with `ca_file` (a PEM file of
-/// certificate authorities to trust) and `timeout` (seconds a connection may stall); `cache`
+/// certificate authorities to trust) and `timeout` (seconds a connection may stall), or an
+/// s3://BUCKET/PREFIX, with `endpoint`, `region` and `addressing` (ShardOptions); `cache`
 /// (a local folder) and `cache_bytes` keep copies of the shards read.
 /// A split names where its examples are, relative to `path`; each type has defaults (see
 /// docs/DATA.md). Relative paths are relative to the registry file.
@@ -33,7 +34,10 @@ struct DatasetEntry {
   int64_t classes = 0;                   // 0 when not given
   std::vector<std::string> class_names;  // empty when not given
   std::map<std::string, std::string> splits;
-  std::string ca_file;      // shards over https: a private CA to trust
+  std::string ca_file;   // shards over https: a private CA to trust
+  std::string endpoint;  // shards in S3: the store's URL, region and addressing; empty:
+  std::string region;    // from the environment and the AWS profile
+  std::string addressing;
   double timeout = 0;       // shards over http(s): seconds before a retry; 0: ShardOptions' default
   std::string cache;        // shards: a local folder for copies; empty: none
   int64_t cache_bytes = 0;  // its limit; 0: ShardOptions' default

@@ -18,6 +18,11 @@ struct PackOptions {
   TORCH_ARG(size_t, shard_bytes) = size_t{64} << 20;
   /// Written into the index for readers that want names; may be empty.
   TORCH_ARG(std::vector<std::string>, class_names);
+  /// Where `out` is an s3://BUCKET/PREFIX: the store, as ShardOptions has them.
+  TORCH_ARG(std::string, endpoint);
+  TORCH_ARG(std::string, region);
+  TORCH_ARG(std::string, addressing);
+  TORCH_ARG(std::string, ca_file);
 };
 
 /// What pack_shards wrote.
@@ -28,7 +33,7 @@ struct PackSummary {
   std::string index;  // the index file's path
 };
 
-/// Writes split `split` of `dataset` into folder `out` as WebDataset-style tar shards
+/// Writes split `split` of `dataset` into folder `out` (or an s3://BUCKET/PREFIX) as WebDataset-style tar shards
 /// (<split>-000000.tar, ...: per sample <key>.jpg or <key>.npy and <key>.cls) and their
 /// index <split>.index.json, in the dataset's order. JPEG files are kept byte for byte;
 /// other images are stored as uint8 .npy arrays. Each file is written under a temporary
@@ -55,6 +60,14 @@ struct ShardOptions {
   TORCH_ARG(double, timeout) = 30;
   /// HTTP(S) connections this dataset keeps open at most (reused between shards).
   TORCH_ARG(int, connections) = 4;
+  /// For s3:// folders: an S3-compatible store's http(s)://HOST[:PORT] (empty: AWS_ENDPOINT_URL_S3,
+  /// AWS_ENDPOINT_URL, the AWS profile's endpoint_url, else AWS), the region (empty:
+  /// AWS_REGION, the profile's, else us-east-1) and the addressing, "virtual"
+  /// (BUCKET.HOST) or "path" (HOST/BUCKET); empty: virtual on AWS, path on an endpoint.
+  /// Credentials are found as the AWS SDKs find them (docs/DATA.md, "S3").
+  TORCH_ARG(std::string, endpoint);
+  TORCH_ARG(std::string, region);
+  TORCH_ARG(std::string, addressing);
   /// A local folder keeping copies of the shards read (from a URL or a network file
   /// system), so that a later epoch, a restarted job or another worker of the machine
   /// reads them from local disk; empty keeps none. Copies are written whole (renamed into

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "data/formats/npy_format.h"
 #include "data/formats/shard_index.h"
@@ -8,23 +9,79 @@
 #include "lockstep/data/image_files.h"
 #include "lockstep/data/shards.h"
 #include "lockstep/error.h"
+#include "s3/s3_client.h"
 
 namespace lockstep::data {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Under a temporary name, then renamed: a reader sees the whole file or none of it.
-void write_file(const fs::path& path, const uint8_t* data, size_t size) {
-  const fs::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    if (!file.flush()) throw DataError("cannot write " + temporary.string());
+// Where packed files go. Either way a reader sees a whole file or none of it, and the
+// index is written last, so no index names a shard that is not there yet.
+class PackTarget {
+ public:
+  virtual ~PackTarget() = default;
+  virtual void write(const std::string& name, const uint8_t* data, size_t size) = 0;
+  virtual std::string locate(const std::string& name) const = 0;
+};
+
+// A local folder: each file under a temporary name, then renamed.
+class FolderTarget : public PackTarget {
+ public:
+  explicit FolderTarget(const std::string& folder) : folder_(folder) {
+    std::error_code failure;
+    fs::create_directories(folder_, failure);
+    if (failure) throw DataError("cannot create " + folder + ": " + failure.message());
   }
-  std::error_code failure;
-  fs::rename(temporary, path, failure);
-  if (failure) throw DataError("cannot write " + path.string() + ": " + failure.message());
+
+  void write(const std::string& name, const uint8_t* data, size_t size) override {
+    const fs::path path = folder_ / name;
+    const fs::path temporary = path.string() + ".tmp";
+    {
+      std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+      file.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+      if (!file.flush()) throw DataError("cannot write " + temporary.string());
+    }
+    std::error_code failure;
+    fs::rename(temporary, path, failure);
+    if (failure) throw DataError("cannot write " + path.string() + ": " + failure.message());
+  }
+
+  std::string locate(const std::string& name) const override { return (folder_ / name).string(); }
+
+ private:
+  fs::path folder_;
+};
+
+// An s3://BUCKET/PREFIX: each file one PUT, which S3 makes visible whole or not at all.
+class S3Target : public PackTarget {
+ public:
+  S3Target(const std::string& url, const PackOptions& options)
+      : prefix_(s3::parse_s3_url(url)), client_(settings_of(options)) {}
+
+  void write(const std::string& name, const uint8_t* data, size_t size) override {
+    client_.put(prefix_.child(name), data, size);
+  }
+
+  std::string locate(const std::string& name) const override { return prefix_.child(name).str(); }
+
+ private:
+  static s3::S3Settings settings_of(const PackOptions& options) {
+    s3::S3Settings settings;
+    settings.endpoint = options.endpoint();
+    settings.region = options.region();
+    settings.addressing = options.addressing();
+    settings.ca_file = options.ca_file();
+    return settings;
+  }
+
+  s3::S3Url prefix_;
+  s3::S3Client client_;
+};
+
+std::unique_ptr<PackTarget> open_target(const std::string& out, const PackOptions& options) {
+  if (s3::is_s3_url(out)) return std::make_unique<S3Target>(out, options);
+  return std::make_unique<FolderTarget>(out);
 }
 
 std::vector<uint8_t> file_bytes(const std::string& path) {
@@ -61,9 +118,7 @@ PackSummary pack_shards(const Dataset& dataset, const std::string& split, const 
     throw ConfigError("pack_shards: split '" + split + "' must be a plain name (train, test, val)");
   }
   if (dataset.size() == 0) throw DataError("pack_shards: split " + split + " has no examples");
-  std::error_code failure;
-  fs::create_directories(out, failure);
-  if (failure) throw DataError("cannot create " + out + ": " + failure.message());
+  const std::unique_ptr<PackTarget> target = open_target(out, options);
 
   const auto* jpeg_files = dynamic_cast<const ImageFileDataset*>(&dataset);
   ShardIndex index;
@@ -78,7 +133,7 @@ PackSummary pack_shards(const Dataset& dataset, const std::string& split, const 
   const auto close_shard = [&] {
     finish_tar(shard);
     const std::string name = shard_name(split, index.shards.size());
-    write_file(fs::path(out) / name, shard.data(), shard.size());
+    target->write(name, shard.data(), shard.size());
     index.shards.push_back({name, shard_samples, shard.size(), crc32_of(shard.data(), shard.size())});
     summary.bytes += shard.size();
     shard.clear();
@@ -103,8 +158,8 @@ PackSummary pack_shards(const Dataset& dataset, const std::string& split, const 
   close_shard();
 
   const std::string text = index_to_json(index);
-  summary.index = (fs::path(out) / index_file_name(split)).string();
-  write_file(summary.index, reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  target->write(index_file_name(split), reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  summary.index = target->locate(index_file_name(split));
   summary.samples = dataset.size();
   summary.shards = index.shards.size();
   return summary;

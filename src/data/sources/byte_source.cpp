@@ -37,9 +37,10 @@ std::shared_ptr<ByteSource> open_byte_source(const std::string& folder, const Sh
   std::string trimmed = folder;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   if (trimmed.rfind("http://", 0) == 0 || trimmed.rfind("https://", 0) == 0) return open_http_source(trimmed, options);
+  if (trimmed.rfind("s3://", 0) == 0) return open_s3_source(trimmed, options);
   if (const size_t scheme = trimmed.find("://"); scheme != std::string::npos) {
     throw ConfigError(folder + ": scheme " + trimmed.substr(0, scheme) +
-                      ":// is not read (local paths, http:// and https:// are)");
+                      ":// is not read (local paths, http://, https:// and s3:// are)");
   }
   return std::make_shared<LocalFolder>(trimmed);
 }

@@ -35,4 +35,7 @@ std::shared_ptr<ByteSource> cached_source(std::shared_ptr<ByteSource> origin, co
 /// An http:// or https:// folder (http_source.cpp).
 std::shared_ptr<ByteSource> open_http_source(const std::string& url, const ShardOptions& options);
 
+/// An s3://BUCKET/PREFIX folder (s3_source.cpp).
+std::shared_ptr<ByteSource> open_s3_source(const std::string& url, const ShardOptions& options);
+
 }  // namespace lockstep::data

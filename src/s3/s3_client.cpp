@@ -1,0 +1,106 @@
+#include "s3/s3_client.h"
+
+#include <algorithm>
+
+#include "lockstep/error.h"
+#include "s3/s3_responses.h"
+
+namespace lockstep::s3 {
+namespace {
+
+std::string scheme_of(const std::string& endpoint) { return endpoint.substr(0, endpoint.find("://") + 3); }
+std::string host_of(const std::string& endpoint) { return endpoint.substr(endpoint.find("://") + 3); }
+
+}  // namespace
+
+S3Client::S3Client(S3Settings settings, const Environment& env)
+    : settings_(std::move(settings)),
+      credentials_(std::make_unique<CredentialChain>(env)),
+      http_(net::HttpOptions{settings_.ca_file, settings_.timeout, settings_.connections}) {
+  if (settings_.region.empty()) settings_.region = region(env);
+  if (settings_.endpoint.empty()) settings_.endpoint = endpoint_url(env);
+  while (!settings_.endpoint.empty() && settings_.endpoint.back() == '/') settings_.endpoint.pop_back();
+  if (!settings_.endpoint.empty() && settings_.endpoint.find("://") == std::string::npos) {
+    throw ConfigError("S3 endpoint '" + settings_.endpoint + "' has no scheme; write http://HOST:PORT or https://HOST");
+  }
+  const std::string& addressing = settings_.addressing;
+  if (!addressing.empty() && addressing != "virtual" && addressing != "path") {
+    throw ConfigError("S3 addressing '" + addressing + "' is neither \"virtual\" nor \"path\"");
+  }
+  path_style_ = addressing.empty() ? !settings_.endpoint.empty() : addressing == "path";
+}
+
+std::string S3Client::describe() const {
+  const std::string endpoint =
+      settings_.endpoint.empty() ? "https://s3." + settings_.region + ".amazonaws.com" : settings_.endpoint;
+  return endpoint + " (region " + settings_.region + ", " + (path_style_ ? "path-style" : "virtual-hosted") + ")";
+}
+
+std::string S3Client::url_of(const S3Url& object, const std::string& query) const {
+  const std::string endpoint =
+      settings_.endpoint.empty() ? "https://s3." + settings_.region + ".amazonaws.com" : settings_.endpoint;
+  const std::string path = "/" + uri_encode(object.key, /*keep_slash=*/true);
+  const std::string after = query.empty() ? "" : "?" + query;
+  if (path_style_) return endpoint + "/" + object.bucket + (object.key.empty() ? "" : path) + after;
+  return scheme_of(endpoint) + object.bucket + "." + host_of(endpoint) + path + after;
+}
+
+net::HttpRequest S3Client::signed_request(const std::string& method) const {
+  const Credentials credentials = credentials_->get();
+  net::HttpRequest request;
+  request.method = method;
+  request.sigv4 = "aws:amz:" + settings_.region + ":s3";
+  request.user_password = credentials.access_key_id + ":" + credentials.secret_access_key;
+  request.follow_redirects = false;  // a redirect is another region: named, not followed
+  // libcurl 7.88 neither adds the payload's hash header nor knows session tokens.
+  request.headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  if (!credentials.session_token.empty())
+    request.headers.push_back("x-amz-security-token: " + credentials.session_token);
+  return request;
+}
+
+void S3Client::fail(const std::string& doing, const S3Url& object, const net::HttpResponse& response) const {
+  throw DataError(doing + " " + object.str() + ": " + explain_error(response, object, describe()) +
+                  "; credentials from " + credentials_->get().source);
+}
+
+std::vector<uint8_t> S3Client::get(const S3Url& object) const {
+  net::HttpResponse response = http_.perform(url_of(object), signed_request("GET"), object.str());
+  if (response.status != 200) fail("cannot read", object, response);
+  return std::move(response.body);
+}
+
+void S3Client::put(const S3Url& object, const uint8_t* data, size_t bytes) const {
+  net::HttpRequest request = signed_request("PUT");
+  request.body = data;
+  request.body_bytes = bytes;
+  const net::HttpResponse response = http_.perform(url_of(object), request, object.str());
+  if (response.status != 200) fail("cannot write", object, response);
+}
+
+void S3Client::remove(const S3Url& object) const {
+  const net::HttpResponse response = http_.perform(url_of(object), signed_request("DELETE"), object.str());
+  if (response.status != 204 && response.status != 200 && response.status != 404)
+    fail("cannot delete", object, response);
+}
+
+std::vector<ObjectInfo> S3Client::list(const S3Url& prefix) const {
+  std::vector<ObjectInfo> objects;
+  const S3Url bucket{prefix.bucket, ""};
+  const std::string key_prefix = prefix.key.empty() ? "" : prefix.key + "/";
+  std::string continuation;
+  do {
+    // Parameters in code-point order, encoded: what libcurl signs is what is sent.
+    std::string query = continuation.empty() ? "" : "continuation-token=" + uri_encode(continuation, false) + "&";
+    query += "list-type=2&prefix=" + uri_encode(key_prefix, false);
+    const net::HttpResponse response = http_.perform(url_of(bucket, query), signed_request("GET"), prefix.str());
+    if (response.status != 200) fail("cannot list", prefix, response);
+    const ListPage page = parse_list_page(response.body);
+    objects.insert(objects.end(), page.objects.begin(), page.objects.end());
+    continuation = page.next_continuation;
+  } while (!continuation.empty());
+  std::sort(objects.begin(), objects.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  return objects;
+}
+
+}  // namespace lockstep::s3

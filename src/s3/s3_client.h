@@ -1,0 +1,66 @@
+#pragma once
+
+// Objects in S3 and S3-compatible stores (Ceph RGW, MinIO): GET, PUT, list and delete,
+// signed with AWS Signature Version 4 by libcurl (CURLOPT_AWS_SIGV4), over net::HttpClient's
+// pooled, retrying connections.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/http_client.h"
+#include "s3/aws_config.h"
+#include "s3/credentials.h"
+#include "s3/s3_url.h"
+
+namespace lockstep::s3 {
+
+/// Where a bucket is and how to reach it; what is left empty comes from the environment
+/// and the AWS profile (aws_config.h), as the AWS SDKs do.
+struct S3Settings {
+  std::string endpoint;    // scheme://host[:port] of an S3-compatible store; "" for AWS
+  std::string region;      // "" for AWS_REGION, the profile's, or us-east-1
+  std::string addressing;  // "virtual" (bucket.host) or "path" (host/bucket); "" for virtual on
+                           // AWS, path on a custom endpoint
+  std::string ca_file;
+  double timeout = 30;
+  int connections = 4;
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+};
+
+class S3Client {
+ public:
+  /// ConfigError when no credentials are found, or `settings.addressing` is neither.
+  explicit S3Client(S3Settings settings, const Environment& env = process_environment());
+
+  /// The object's bytes; DataError naming it, S3's error code and the credentials' source.
+  std::vector<uint8_t> get(const S3Url& object) const;
+  /// Writes `bytes` as the object, whole.
+  void put(const S3Url& object, const uint8_t* data, size_t bytes) const;
+  /// Every object whose key starts with `prefix.key` + "/" (all of the bucket for an empty
+  /// key), in key order, following ListObjectsV2's continuation.
+  std::vector<ObjectInfo> list(const S3Url& prefix) const;
+  /// Deletes the object; nothing when there is none.
+  void remove(const S3Url& object) const;
+
+  /// Where requests go, for messages: "ENDPOINT (region R, path-style)".
+  std::string describe() const;
+
+ private:
+  /// The request's URL: `query` already sorted and encoded, as SigV4 needs.
+  std::string url_of(const S3Url& object, const std::string& query = "") const;
+  net::HttpRequest signed_request(const std::string& method) const;
+  [[noreturn]] void fail(const std::string& doing, const S3Url& object, const net::HttpResponse& response) const;
+
+  S3Settings settings_;
+  bool path_style_;
+  std::unique_ptr<CredentialChain> credentials_;
+  net::HttpClient http_;
+};
+
+}  // namespace lockstep::s3

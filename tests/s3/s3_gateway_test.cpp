@@ -1,0 +1,186 @@
+// Datasets in a real S3: Ceph's RADOS Gateway, started once for this program on loopback
+// (tests/support/s3_gateway.h), which verifies SigV4 strictly. Packed into a bucket and
+// trained from it, the losses are those of local shards, to every digit; credentials come
+// from the environment or a profile; each mistake is one line naming what to fix.
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/s3_gateway.h"
+#include "support/tool_process.h"
+#include "support/world.h"
+
+namespace lockstep::testing {
+namespace {
+
+S3Gateway* gateway = nullptr;
+
+class GatewayEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    owned_ = std::make_unique<S3Gateway>();
+    gateway = owned_.get();
+  }
+  void TearDown() override {
+    gateway = nullptr;
+    owned_.reset();
+  }
+
+ private:
+  std::unique_ptr<S3Gateway> owned_;
+};
+
+const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new GatewayEnvironment);
+
+#define SKIP_WITHOUT_THE_GATEWAY() \
+  if (!gateway->available()) GTEST_SKIP() << gateway->why_not();
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+Env with(Env env, const Env& more) {
+  for (const auto& [key, value] : more) env[key] = value;
+  return env;
+}
+
+// The registry the tests read: local shards and the same shards in the bucket, reached
+// path-style and virtual-hosted, and two mistakes.
+struct Datasets {
+  Datasets() {
+    const std::string local = folder.path() + "/local";
+    toml = folder.path() + "/Data.toml";
+    std::ofstream(toml) << "[local]\ntype = \"shards\"\npath = \"" << local << "\"\n\n"
+                        << "[in-s3]\ntype = \"shards\"\npath = \"s3://datasets/fashion\"\nendpoint = \""
+                        << gateway->endpoint() << "\"\n\n"
+                        << "[virtual]\ntype = \"shards\"\npath = \"s3://datasets/fashion\"\nendpoint = \""
+                        << gateway->virtual_endpoint() << "\"\naddressing = \"virtual\"\n\n"
+                        << "[no-bucket]\ntype = \"shards\"\npath = \"s3://no-such-bucket/fashion\"\nendpoint = \""
+                        << gateway->endpoint() << "\"\n\n"
+                        << "[no-key]\ntype = \"shards\"\npath = \"s3://datasets/nothing\"\nendpoint = \""
+                        << gateway->endpoint() << "\"\n";
+  }
+  TemporaryDirectory folder;
+  std::string toml;
+};
+
+Datasets* datasets = nullptr;
+
+// Packs Fashion-MNIST once: into a local folder and into the bucket.
+class S3Datasets : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!gateway->available()) return;
+    std::string why;
+    ASSERT_TRUE(gateway->make_bucket("datasets", &why)) << why;
+    datasets = new Datasets;
+    for (const std::string out : {datasets->folder.path() + "/local", std::string("s3://datasets/fashion")}) {
+      const Finished packed = run_process({LOCKSTEP_TOOL, "data", "pack", "--dataset", "fashion-mnist", "--out", out,
+                                           "--shard-size", "8MB", "--endpoint", gateway->endpoint()},
+                                          gateway->credentials(), std::chrono::seconds(300));
+      ASSERT_EQ(packed.exit_code, 0) << packed.output;
+      EXPECT_TRUE(contains(packed.output, "packed 60000 train examples")) << packed.output;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete datasets;
+    datasets = nullptr;
+  }
+
+  Finished train(const std::string& dataset, const std::string& out, const Env& env,
+                 const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> command{LOCKSTEP_TOOL,  "train", "--data-toml", datasets->toml,
+                                     "--dataset",    dataset, "--limit",     "1024",
+                                     "--val-limit",  "512",   "--epochs",    "2",
+                                     "--batch-size", "32",    "-n",          "2",
+                                     "--out",        out};
+    command.insert(command.end(), extra.begin(), extra.end());
+    return run_process(command, env, std::chrono::seconds(300));
+  }
+
+  static std::string losses(const std::string& run) {
+    std::ifstream metrics(run + "/metrics.jsonl");
+    std::string line, all;
+    while (std::getline(metrics, line)) {
+      const size_t at = line.find("\"loss\":");
+      all += line.substr(at, line.find(',', at) - at) + "\n";
+    }
+    return all;
+  }
+};
+
+TEST_F(S3Datasets, TrainingFromTheBucketEndsWithTheLossesOfLocalShardsPathStyleAndVirtualHosted) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  TemporaryDirectory runs;
+  const Finished local = train("local", runs.path() + "/local", {});
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const std::string expected = losses(runs.path() + "/local");
+  ASSERT_GE(std::count(expected.begin(), expected.end(), '\n'), 4) << expected;
+  for (const auto& [dataset, mode] : std::vector<std::pair<std::string, std::string>>{
+           {"in-s3", "processes"}, {"in-s3", "threads"}, {"virtual", "processes"}}) {
+    const std::string run = runs.path() + "/" + dataset + "-" + mode;
+    const Finished trained = train(dataset, run, gateway->credentials(), {"--mode", mode});
+    ASSERT_EQ(trained.exit_code, 0) << dataset << " in " << mode << ":\n" << trained.output;
+    EXPECT_EQ(losses(run), expected) << dataset << " in " << mode;
+  }
+}
+
+TEST_F(S3Datasets, CredentialsFromAProfileInTheCredentialsOrTheConfigFile) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  TemporaryDirectory home;
+  const std::string keys =
+      "aws_access_key_id = " + gateway->access_key() + "\naws_secret_access_key = " + gateway->secret_key() + "\n";
+  std::ofstream(home.path() + "/credentials") << "[lab]\n" << keys;
+  std::ofstream(home.path() + "/config") << "[profile lab2]\n" << keys;
+  const Env files{{"HOME", home.path()},
+                  {"AWS_SHARED_CREDENTIALS_FILE", home.path() + "/credentials"},
+                  {"AWS_CONFIG_FILE", home.path() + "/config"}};
+  for (const std::string profile : {"lab", "lab2"}) {
+    const Finished listed = run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", datasets->toml},
+                                        with(files, {{"AWS_PROFILE", profile}}), std::chrono::seconds(60));
+    EXPECT_TRUE(contains(listed.output, "in-s3  shards  s3://datasets/fashion  splits test,train  readable"))
+        << profile << ":\n"
+        << listed.output;
+  }
+}
+
+TEST_F(S3Datasets, EachMistakeIsOneLineNamingTheBucketKeyCodeAndCredentialsWithoutTheSecret) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  TemporaryDirectory runs;
+  const Env good = gateway->credentials();
+  const std::string from_env = "; credentials from the environment (AWS_ACCESS_KEY_ID)";
+  struct Case {
+    std::string dataset;
+    Env env;
+    std::string said;
+  };
+  const std::vector<Case> cases{
+      {"in-s3", with(good, {{"AWS_SECRET_ACCESS_KEY", "not-the-secret-0123456789"}}),
+       "lockstep train: cannot read s3://datasets/fashion/train.index.json: S3 said SignatureDoesNotMatch (HTTP 403) "
+       "for bucket 'datasets', key 'fashion/train.index.json'" +
+           from_env},
+      {"in-s3", with(good, {{"AWS_ACCESS_KEY_ID", "NOSUCHKEYID0123"}}),
+       "lockstep train: cannot read s3://datasets/fashion/train.index.json: S3 said InvalidAccessKeyId (HTTP 403) "
+       "for bucket 'datasets', key 'fashion/train.index.json'" +
+           from_env},
+      {"no-bucket", good,
+       "lockstep train: cannot read s3://no-such-bucket/fashion/train.index.json: S3 said NoSuchBucket (HTTP 404): "
+       "there is no bucket 'no-such-bucket' at " +
+           gateway->endpoint() + " (region us-east-1, path-style)" + from_env},
+      {"no-key", good,
+       "lockstep train: cannot read s3://datasets/nothing/train.index.json: S3 said NoSuchKey (HTTP 404): no object "
+       "'nothing/train.index.json' in bucket 'datasets'" +
+           from_env},
+  };
+  for (const auto& c : cases) {
+    const Finished run = train(c.dataset, runs.path() + "/run", c.env);
+    EXPECT_NE(run.exit_code, 0) << c.dataset;
+    EXPECT_TRUE(contains(run.output, c.said + "\n")) << "expected:\n" << c.said << "\ngot:\n" << run.output;
+    EXPECT_FALSE(contains(run.output, gateway->secret_key())) << run.output;
+    EXPECT_FALSE(contains(run.output, "not-the-secret-0123456789")) << run.output;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::testing

@@ -1,0 +1,65 @@
+#include "support/s3_gateway.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace lockstep::testing {
+namespace {
+
+std::string file_text(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+S3Gateway::S3Gateway() {
+  if (access("/usr/bin/radosgw", X_OK) != 0 || access("/usr/bin/ceph-osd", X_OK) != 0) {
+    why_not_ = "Ceph's radosgw and ceph-osd are not installed (./scripts/install-deps.sh --test)";
+    return;
+  }
+  const std::string dir = state_.path();
+  port_ = free_port();
+  cluster_ = std::make_unique<ToolProcess>(std::vector<std::string>{"setpriv", "--pdeathsig", "KILL", "bash",
+                                                                    S3_GATEWAY_SCRIPT, dir, std::to_string(free_port()),
+                                                                    std::to_string(port_)});
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+       std::chrono::steady_clock::now() < deadline;) {
+    std::istringstream ready(file_text(dir + "/ready.env"));
+    for (std::string line; std::getline(ready, line);) {
+      if (line.rfind("ACCESS_KEY=", 0) == 0) access_key_ = line.substr(11);
+      if (line.rfind("SECRET_KEY=", 0) == 0) secret_key_ = line.substr(11);
+    }
+    if (!secret_key_.empty()) return;
+    if (!process_alive(cluster_->pid())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  cluster_->wait_for_exit(std::chrono::milliseconds(0));
+  why_not_ = "the Ceph gateway did not start: " + cluster_->stderr_text() + " (logs: " + dir + "/log)";
+}
+
+S3Gateway::~S3Gateway() = default;  // the ToolProcess SIGKILLs the script, and with it the daemons
+
+Env S3Gateway::credentials() const {
+  return {{"AWS_ACCESS_KEY_ID", access_key_}, {"AWS_SECRET_ACCESS_KEY", secret_key_}};
+}
+
+bool S3Gateway::make_bucket(const std::string& name, std::string* why) const {
+  // With curl's own SigV4, so that the test's buckets do not depend on the code under test.
+  const Finished made = run_process(
+      {"curl", "-sS", "-f", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+       access_key_ + ":" + secret_key_, "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", endpoint() + "/" + name},
+      {}, std::chrono::seconds(30));
+  if (made.exit_code != 0 && why != nullptr) *why = made.output;
+  return made.exit_code == 0;
+}
+
+std::string S3Gateway::log_text() const { return file_text(state_.path() + "/log/client.rgw.log"); }
+
+}  // namespace lockstep::testing
