@@ -83,9 +83,9 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const TrainJob& job,
 }
 
 void keep_scripted_model(const TrainJob& job) {
-  const fs::path kept = fs::path(job.out) / kScriptedModelFile;
+  const fs::path kept = fs::path(job.run_folder()) / kScriptedModelFile;
   std::error_code error;
-  fs::create_directories(job.out, error);
+  fs::create_directories(job.run_folder(), error);
   if (!fs::exists(kept)) fs::copy_file(job.model, kept, error);
   if (error) throw Error("cannot copy " + job.model + " to " + kept.string() + ": " + error.message());
 }

@@ -20,8 +20,10 @@
 #include "lockstep/comm/replicas.h"
 #include "job/cpu_topology.h"
 #include "launch/launch_options.h"
+#include "lockstep/train/checkpoint.h"
 #include "lockstep/train/device.h"
 #include "lockstep/train/models.h"
+#include "s3/s3_url.h"
 #include "lockstep/train/trainer.h"
 
 namespace lockstep::tools {
@@ -188,10 +190,23 @@ void TrainJob::check_model() const {
 }
 
 void TrainJob::check_out() const {
-  if (!out.empty() && !resume && fs::exists(fs::path(out) / "checkpoints")) {
+  if (out.empty() || resume) return;
+  const bool taken = s3::is_s3_url(out) ? !train::CheckpointFolder(checkpoint_folder(), 1).latest().empty()
+                                        : fs::exists(fs::path(out) / "checkpoints");
+  if (taken) {
     throw ConfigError(out + " already holds a run's checkpoints; add --resume to continue it, or choose another --out");
   }
 }
+
+std::string TrainJob::run_folder() const {
+  if (!s3::is_s3_url(out)) return out;
+  const s3::S3Url url = s3::parse_s3_url(out);
+  std::string name = "s3-" + url.bucket + (url.key.empty() ? "" : "-" + url.key);
+  std::replace(name.begin(), name.end(), '/', '-');
+  return "runs/" + name;
+}
+
+std::string TrainJob::checkpoint_folder() const { return out + "/checkpoints"; }
 
 std::string TrainJob::default_out(const std::string& stamp) const {
   return "runs/" + dataset + "-" + model_label() + "-" + stamp;
@@ -248,7 +263,8 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .scale_lr_by_world_size(job.scale_lr)
                      .schedule(train::ScheduleOptions().kind(job.schedule).warmup_steps(job.warmup_steps))
                      .log_every(job.log_every)
-                     .out_dir(job.out)
+                     .out_dir(job.run_folder())
+                     .checkpoint_dir(job.checkpoint_folder())
                      .checkpoint_every(job.checkpoint_every)
                      .keep_checkpoints(job.keep)
                      .resume(job.resume)
@@ -286,7 +302,8 @@ int train_worker(const TrainJob& job, const JobData& d) {
       std::cout << job.model_label() << " on " << job.dataset << ": " << d.val_split << " top-1 "
                 << percent(result.validation->value("top1")) << ", top-5 " << percent(result.validation->value("top5"))
                 << " after " << job.epochs << " epochs on " << lockstep::world_size() << " workers in "
-                << static_cast<int64_t>(result.seconds) << " s; run in " << job.out << std::endl;
+                << static_cast<int64_t>(result.seconds) << " s; run in " << job.run_folder()
+                << (s3::is_s3_url(job.out) ? ", checkpoints in " + job.checkpoint_folder() : "") << std::endl;
     }
   }
   // EX_TEMPFAIL, "try again later": what schedulers that requeue a job look for.

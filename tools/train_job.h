@@ -75,6 +75,11 @@ struct TrainJob {
   std::string model_label() const;
   // runs/<dataset>-<model>-<stamp>
   std::string default_out(const std::string& stamp) const;
+  /// Where metrics, logs and the timeline go: `out`, or for an s3:// `out` a local folder
+  /// named after it (runs/s3-BUCKET-PREFIX).
+  std::string run_folder() const;
+  /// Where checkpoints go: `out`/checkpoints, local or in the bucket.
+  std::string checkpoint_folder() const;
   // The newest runs/<dataset>-<model>-* folder, for --resume without --out.
   std::string newest_run() const;
   // Every setting as explicit flags, for the workers this process starts.

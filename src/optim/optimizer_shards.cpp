@@ -88,14 +88,13 @@ void read_state(torch::serialize::InputArchive& shard, const std::string& file, 
 }
 
 torch::serialize::InputArchive open_shard(const std::string& file, int64_t step, const ShardLayout& layout, int rank) {
-  if (!std::filesystem::is_regular_file(file)) {
-    throw DataError(file +
-                    ": no such optimizer shard; a sharded checkpoint needs the shard of every rank that wrote "
-                    "it, in the folder of rank 0's file");
-  }
   torch::serialize::InputArchive shard;
   try {
-    shard.load_from(file, torch::Device(torch::kCPU));
+    if (!load_archive(shard, file)) {
+      throw DataError(file +
+                      ": no such optimizer shard; a sharded checkpoint needs the shard of every rank that wrote "
+                      "it, in the folder of rank 0's file");
+    }
   } catch (const c10::Error& e) {
     throw DataError(file + ": not a readable optimizer shard (corrupt or truncated?): " + e.what_without_backtrace());
   }

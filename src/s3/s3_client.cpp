@@ -70,6 +70,16 @@ std::vector<uint8_t> S3Client::get(const S3Url& object) const {
   return std::move(response.body);
 }
 
+std::optional<std::vector<uint8_t>> S3Client::get_if_present(const S3Url& object) const {
+  net::HttpResponse response = http_.perform(url_of(object), signed_request("GET"), object.str());
+  if (response.status == 404 && std::string(response.body.begin(), response.body.end()).find("NoSuchKey") !=
+                                    std::string::npos) {
+    return std::nullopt;
+  }
+  if (response.status != 200) fail("cannot read", object, response);
+  return std::move(response.body);
+}
+
 void S3Client::put(const S3Url& object, const uint8_t* data, size_t bytes) const {
   net::HttpRequest request = signed_request("PUT");
   request.body = data;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ class S3Client {
 
   /// The object's bytes; DataError naming it, S3's error code and the credentials' source.
   std::vector<uint8_t> get(const S3Url& object) const;
+  /// The same, or nullopt when the bucket has no such key.
+  std::optional<std::vector<uint8_t>> get_if_present(const S3Url& object) const;
   /// Writes `bytes` as the object, whole.
   void put(const S3Url& object, const uint8_t* data, size_t bytes) const;
   /// Every object whose key starts with `prefix.key` + "/" (all of the bucket for an empty

@@ -295,7 +295,9 @@ struct Trainer::FitRun {
         o(s.options),
         group(o.ddp().group()),
         writes(!o.out_dir().empty()),
-        folder((std::filesystem::path(o.out_dir()) / "checkpoints").string(), o.keep_checkpoints()),
+        folder(o.checkpoint_dir().empty() ? (std::filesystem::path(o.out_dir()) / "checkpoints").string()
+                                          : o.checkpoint_dir(),
+               o.keep_checkpoints()),
         trained{t.module(), t.optimizer(), *s.ddp, s.device, group} {
     s.steps_per_epoch = static_cast<int64_t>(train.batches_per_epoch());
     s.total_steps = o.epochs() * s.steps_per_epoch;

@@ -2,13 +2,16 @@
 // (tests/support/s3_gateway.h), which verifies SigV4 strictly. Packed into a bucket and
 // trained from it, the losses are those of local shards, to every digit; credentials come
 // from the environment or a profile; each mistake is one line naming what to fix.
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
+#include "lockstep/train/checkpoint.h"
 #include "support/s3_gateway.h"
 #include "support/tool_process.h"
 #include "support/world.h"
@@ -179,6 +182,61 @@ TEST_F(S3Datasets, EachMistakeIsOneLineNamingTheBucketKeyCodeAndCredentialsWitho
     EXPECT_TRUE(contains(run.output, c.said + "\n")) << "expected:\n" << c.said << "\ngot:\n" << run.output;
     EXPECT_FALSE(contains(run.output, gateway->secret_key())) << run.output;
     EXPECT_FALSE(contains(run.output, "not-the-secret-0123456789")) << run.output;
+  }
+}
+
+// This process's environment with the gateway's keys and endpoint while it lives, for
+// reading checkpoints from the bucket here (the processes the tests start get theirs).
+class GatewayCredentialsHere {
+ public:
+  GatewayCredentialsHere() {
+    for (const auto& [key, value] : with(gateway->credentials(), {{"AWS_ENDPOINT_URL", gateway->endpoint()}})) {
+      setenv(key.c_str(), value.c_str(), 1);
+      set_.push_back(key);
+    }
+  }
+  ~GatewayCredentialsHere() {
+    for (const auto& key : set_) unsetenv(key.c_str());
+  }
+
+ private:
+  std::vector<std::string> set_;
+};
+
+// A run stopped mid-way with its checkpoints in the bucket, then resumed from them, ends
+// with the parameters of a run never stopped (plain, and ZeRO-1 with its optimizer shards).
+TEST_F(S3Datasets, CheckpointsInTheBucketResumeToTheParametersOfAnUninterruptedRun) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  std::string why;
+  ASSERT_TRUE(gateway->make_bucket("runs", &why)) << why;
+  TemporaryDirectory runs;
+  const Env env = with(gateway->credentials(), {{"AWS_ENDPOINT_URL", gateway->endpoint()}});
+  for (const std::vector<std::string>& optimizer :
+       {std::vector<std::string>{}, std::vector<std::string>{"--zero", "1", "--optimizer", "adamw"}}) {
+    const std::string name = optimizer.empty() ? "plain" : "zero1";
+    const Finished whole = train("local", runs.path() + "/" + name, {}, optimizer);
+    ASSERT_EQ(whole.exit_code, 0) << whole.output;
+    const std::string out = "s3://runs/" + name;
+    auto stopped = optimizer;
+    stopped.insert(stopped.end(), {"--stop-after-step", "20"});
+    const Finished first = train("local", out, env, stopped);
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    EXPECT_TRUE(contains(first.output, "continue with: lockstep train --out " + out + " --resume")) << first.output;
+    const Finished again = train("local", out, env, optimizer);
+    EXPECT_TRUE(contains(again.output, out + " already holds a run's checkpoints; add --resume")) << again.output;
+    auto resumed = optimizer;
+    resumed.push_back("--resume");
+    const Finished second = train("local", out, env, resumed);
+    ASSERT_EQ(second.exit_code, 0) << second.output;
+    EXPECT_TRUE(contains(second.output, "checkpoints in " + out + "/checkpoints")) << second.output;
+
+    GatewayCredentialsHere keys;
+    const auto expected = train::load_state_dict(runs.path() + "/" + name + "/checkpoints/step-0000000032.pt");
+    const auto got = train::load_state_dict(out + "/checkpoints/step-0000000032.pt");
+    ASSERT_EQ(got.size(), expected.size()) << name;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(torch::equal(got[i].second, expected[i].second)) << name << ": " << got[i].first << " differs";
+    }
   }
 }
 

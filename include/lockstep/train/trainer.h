@@ -45,10 +45,14 @@ struct TrainerOptions {
   /// Where metrics.jsonl, train.csv, val.csv, tensorboard/ and checkpoints/ go; nothing
   /// is written when empty.
   TORCH_ARG(std::string, out_dir);
+  /// Where checkpoints go instead of out_dir/checkpoints: another folder, or an
+  /// s3://BUCKET/PREFIX (endpoint, region and credentials from the environment and the AWS
+  /// profile, as for S3 datasets).
+  TORCH_ARG(std::string, checkpoint_dir);
   /// Save a checkpoint every this many steps, besides each epoch's end; 0: epoch ends only.
   TORCH_ARG(int64_t, checkpoint_every) = 0;
   TORCH_ARG(int, keep_checkpoints) = 3;
-  /// Continue from the newest checkpoint in out_dir/checkpoints, when there is one.
+  /// Continue from the newest checkpoint in the checkpoint folder, when there is one.
   TORCH_ARG(bool, resume) = false;
   /// Stop after this step (and its checkpoint), as if interrupted; 0: run to the end.
   TORCH_ARG(int64_t, stop_after_step) = 0;

@@ -37,10 +37,9 @@ bool is_checkpoint_name(const std::string& name) {
 void remove_with_shards(const std::string& checkpoint) {
   const fs::path path(checkpoint);
   const std::string shard_prefix = path.stem().string() + ".optimizer-";
-  std::error_code error;
-  fs::remove(path, error);
-  for (const auto& entry : fs::directory_iterator(path.parent_path(), error)) {
-    if (entry.path().filename().string().rfind(shard_prefix, 0) == 0) fs::remove(entry.path(), error);
+  optim::remove_file(checkpoint);
+  for (const auto& name : optim::names_in_folder(path.parent_path().string())) {
+    if (name.rfind(shard_prefix, 0) == 0) optim::remove_file((path.parent_path() / name).string());
   }
 }
 
@@ -74,13 +73,12 @@ std::string describe_key(const std::string& key) {
 }
 
 torch::serialize::InputArchive open_checkpoint(const std::string& path) {
-  if (!fs::is_regular_file(path)) throw DataError(path + ": no such checkpoint");
   torch::serialize::InputArchive archive;
   try {
     // Onto the CPU, whatever device saved it: the model's tensors are copied to theirs, and
     // the optimizer's state is moved to its parameters' (a GPU run resumes on a CPU machine
     // and the other way round).
-    archive.load_from(path, torch::Device(torch::kCPU));
+    if (!optim::load_archive(archive, path)) throw DataError(path + ": no such checkpoint");
   } catch (const c10::Error& e) {
     throw DataError(path + ": not a readable checkpoint (corrupt or truncated?): " + e.what_without_backtrace());
   }
@@ -128,10 +126,7 @@ CheckpointFolder::CheckpointFolder(std::string folder, int keep)
 
 std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
                                    const CheckpointState& state) const {
-  std::error_code error;
-  fs::create_directories(folder_, error);
-  if (error) throw Error("cannot create the checkpoint folder " + folder_ + ": " + error.message());
-
+  optim::make_folder(folder_);
   torch::serialize::OutputArchive archive;
   archive.write("format", torch::tensor(kFormat));
   archive.write("epoch", torch::tensor(state.position.epoch));
@@ -166,11 +161,9 @@ std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::
 
 std::vector<std::string> CheckpointFolder::list() const {
   std::vector<std::string> found;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(folder_, error)) {
-    const std::string name = entry.path().filename().string();
+  for (const auto& name : optim::names_in_folder(folder_)) {
     // Only finished files: a ".tmp" left by a crash is never a checkpoint, nor is a shard.
-    if (is_checkpoint_name(name)) found.push_back(entry.path().string());
+    if (is_checkpoint_name(name)) found.push_back((fs::path(folder_) / name).string());
   }
   std::sort(found.begin(), found.end());  // zero-padded steps sort in step order
   return found;
