@@ -104,7 +104,8 @@ void TrainJob::add_options(CLI::App& command) {
              "chrome://tracing; lockstep timeline summary)");
   flags.flag("--deterministic", &TrainJob::deterministic,
              "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
-  flags.option("--out", &TrainJob::out, "Run folder (default: runs/DATASET-MODEL-TIME)");
+  flags.option("--out", &TrainJob::out,
+               "Run folder (default: runs/DATASET-MODEL-TIME), or s3://BUCKET/PREFIX for the checkpoints");
   flags.flag("--resume", &TrainJob::resume, "Continue from the newest checkpoint in --out (default: the newest run)");
   flags.option("--seed", &TrainJob::seed, "Seed of the model's initialisation and the data order")
       ->capture_default_str();
