@@ -11,7 +11,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "lockstep/data/fashion_mnist.h"
+#include "lockstep/data/shards.h"
+#include "lockstep/error.h"
 #include "lockstep/train/checkpoint.h"
+#include "support/fault_proxy.h"
 #include "support/s3_gateway.h"
 #include "support/tool_process.h"
 #include "support/world.h"
@@ -238,6 +242,68 @@ TEST_F(S3Datasets, CheckpointsInTheBucketResumeToTheParametersOfAnUninterruptedR
       EXPECT_TRUE(torch::equal(got[i].second, expected[i].second)) << name << ": " << got[i].first << " differs";
     }
   }
+}
+
+// 600 test examples of Fashion-MNIST in 4 shards, packed into s3://faults/shards and kept
+// here to compare with.
+struct SmallSplit {
+  SmallSplit() {
+    original = data::first_examples(data::read_fashion_mnist(FASHION_MNIST_DIR, "t10k"), 600);
+    data::pack_shards(*original, "test", "s3://faults/shards",
+                      data::PackOptions()
+                          .shard_bytes(400 * 1024)
+                          .class_names(data::fashion_mnist_classes())
+                          .endpoint(gateway->endpoint()));
+  }
+  std::shared_ptr<data::Dataset> original;
+};
+
+bool same_examples(const data::Dataset& read, const data::Dataset& original) {
+  if (read.size() != original.size()) return false;
+  for (size_t i = 0; i < read.size(); ++i) {
+    const auto back = read.get(i), expected = original.get(i);
+    if (back.label != expected.label || !torch::equal(back.image, expected.image)) return false;
+  }
+  return true;
+}
+
+// The faults of real networks and S3's own 503 SlowDown, from a proxy in front of the
+// gateway: retried to the same samples, one GET per shard read besides.
+TEST(S3Faults, ResetsMidBodySlowDownsAndStallsAreRetriedToTheSameSamplesWithOneGetPerShard) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  std::string why;
+  ASSERT_TRUE(gateway->make_bucket("faults", &why)) << why;
+  GatewayCredentialsHere keys;
+  const SmallSplit split;
+  {
+    FaultProxy counting(gateway->port(), Fault::kAnswer503, 0);
+    const data::ShardDataset read("s3://faults/shards", "test", data::ShardOptions().endpoint(counting.url()));
+    EXPECT_TRUE(same_examples(read, *split.original));
+    EXPECT_EQ(read.shard_reads(), 4);
+    EXPECT_EQ(counting.requests(), 1 + 4) << "the index, then one GET per shard";
+  }
+  for (const Fault fault : {Fault::kCloseMidBody, Fault::kAnswer503, Fault::kStall}) {
+    SCOPED_TRACE(fault == Fault::kCloseMidBody ? "closed mid-body"
+                 : fault == Fault::kAnswer503  ? "SlowDown"
+                                               : "stalled");
+    const int spoiled = fault == Fault::kStall ? 1 : 3;
+    FaultProxy proxy(gateway->port(), fault, spoiled);
+    const data::ShardDataset read("s3://faults/shards", "test", data::ShardOptions().endpoint(proxy.url()).timeout(2));
+    EXPECT_TRUE(same_examples(read, *split.original));
+    EXPECT_EQ(proxy.requests(), spoiled + 1 + 4);
+  }
+  FaultProxy failing(gateway->port(), Fault::kAnswer503, 1000000);
+  std::string message = "no error";
+  try {
+    data::ShardDataset("s3://faults/shards", "test", data::ShardOptions().endpoint(failing.url()).timeout(0.5));
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  EXPECT_TRUE(contains(message,
+                       "cannot read s3://faults/shards/test.index.json: S3 said SlowDown (HTTP 503) for bucket "
+                       "'faults', key 'shards/test.index.json': Please reduce your request rate. (gave up after "))
+      << message;
+  EXPECT_TRUE(contains(message, "; credentials from the environment (AWS_ACCESS_KEY_ID)")) << message;
 }
 
 }  // namespace

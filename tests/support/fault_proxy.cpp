@@ -99,7 +99,12 @@ void FaultProxy::serve(int client) {
   if (!head.empty()) {
     const bool spoil = ++requests_ <= spoiled_;
     if (spoil && fault_ == Fault::kAnswer503) {
-      send_all(client, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      // With S3's body for it, so that an S3 client in front of a gateway meets SlowDown.
+      const std::string slow_down =
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code>"
+          "<Message>Please reduce your request rate.</Message></Error>";
+      send_all(client, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: " +
+                           std::to_string(slow_down.size()) + "\r\nConnection: close\r\n\r\n" + slow_down);
     } else if (spoil && fault_ == Fault::kStall) {
       // Until the client gives up (it closes) or the proxy stops.
       char byte;

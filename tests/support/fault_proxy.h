@@ -12,7 +12,7 @@ namespace lockstep::testing {
 /// What a FaultProxy does to the requests it spoils.
 enum class Fault {
   kCloseMidBody,  // sends the response head and half the body, then closes the connection
-  kAnswer503,     // answers 503 Service Unavailable without asking the server
+  kAnswer503,     // answers 503 Service Unavailable (with S3's SlowDown body) without asking the server
   kStall,         // reads the request and never answers
 };
 

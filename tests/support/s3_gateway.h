@@ -26,6 +26,7 @@ class S3Gateway {
   /// libcurl resolves to loopback itself (virtual-hosted: BUCKET.localhost).
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string virtual_endpoint() const { return "http://localhost:" + std::to_string(port_); }
+  int port() const { return port_; }
   const std::string& access_key() const { return access_key_; }
   const std::string& secret_key() const { return secret_key_; }
   /// The user's keys as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
