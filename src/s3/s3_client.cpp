@@ -1,6 +1,9 @@
 #include "s3/s3_client.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 
 #include "lockstep/error.h"
 #include "s3/s3_responses.h"
@@ -72,8 +75,8 @@ std::vector<uint8_t> S3Client::get(const S3Url& object) const {
 
 std::optional<std::vector<uint8_t>> S3Client::get_if_present(const S3Url& object) const {
   net::HttpResponse response = http_.perform(url_of(object), signed_request("GET"), object.str());
-  if (response.status == 404 && std::string(response.body.begin(), response.body.end()).find("NoSuchKey") !=
-                                    std::string::npos) {
+  if (response.status == 404 &&
+      std::string(response.body.begin(), response.body.end()).find("NoSuchKey") != std::string::npos) {
     return std::nullopt;
   }
   if (response.status != 200) fail("cannot read", object, response);
@@ -81,11 +84,87 @@ std::optional<std::vector<uint8_t>> S3Client::get_if_present(const S3Url& object
 }
 
 void S3Client::put(const S3Url& object, const uint8_t* data, size_t bytes) const {
+  if (bytes > settings_.multipart_bytes) {
+    put_in_parts(object, data, bytes);
+    return;
+  }
   net::HttpRequest request = signed_request("PUT");
   request.body = data;
   request.body_bytes = bytes;
   const net::HttpResponse response = http_.perform(url_of(object), request, object.str());
   if (response.status != 200) fail("cannot write", object, response);
+}
+
+void S3Client::put_in_parts(const S3Url& object, const uint8_t* data, size_t bytes) const {
+  const net::HttpResponse started = http_.perform(url_of(object, "uploads="), signed_request("POST"), object.str());
+  const std::string upload = xml_field(std::string(started.body.begin(), started.body.end()), "UploadId");
+  if (started.status != 200 || upload.empty()) fail("cannot start uploading", object, started);
+  const size_t part = std::max<size_t>(settings_.part_bytes, 1);
+  const size_t parts = (bytes + part - 1) / part;
+  std::vector<std::string> etags(parts);
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  std::exception_ptr failed;
+  const auto upload_parts = [&] {
+    for (size_t i; (i = next++) < parts;) {
+      try {
+        etags[i] = put_part(object, upload, i + 1, data + i * part, std::min(part, bytes - i * part));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failed) failed = std::current_exception();
+        next = parts;  // no more parts: the upload is aborted below
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min<size_t>(parts, static_cast<size_t>(settings_.connections)); ++t) {
+    threads.emplace_back(upload_parts);
+  }
+  for (auto& thread : threads) thread.join();
+  try {
+    if (failed) std::rethrow_exception(failed);
+    complete_upload(object, upload, etags);
+  } catch (...) {
+    // Aborted, its parts are dropped: storage is not billed for them, and nothing of the
+    // object is visible. The abort's own failure must not hide the upload's.
+    try {
+      http_.perform(url_of(object, "uploadId=" + uri_encode(upload, false)), signed_request("DELETE"), object.str());
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+}
+
+std::string S3Client::put_part(const S3Url& object, const std::string& upload, size_t number, const uint8_t* data,
+                               size_t bytes) const {
+  net::HttpRequest request = signed_request("PUT");
+  request.body = data;
+  request.body_bytes = bytes;
+  const std::string query = "partNumber=" + std::to_string(number) + "&uploadId=" + uri_encode(upload, false);
+  const net::HttpResponse response = http_.perform(url_of(object, query), request, object.str());
+  if (response.status != 200 || response.header("etag").empty()) {
+    fail("cannot upload part " + std::to_string(number) + " of", object, response);
+  }
+  return response.header("etag");
+}
+
+void S3Client::complete_upload(const S3Url& object, const std::string& upload,
+                               const std::vector<std::string>& etags) const {
+  std::string parts = "<CompleteMultipartUpload>";
+  for (size_t i = 0; i < etags.size(); ++i) {
+    parts += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] + "</ETag></Part>";
+  }
+  parts += "</CompleteMultipartUpload>";
+  net::HttpRequest request = signed_request("POST");
+  request.body = reinterpret_cast<const uint8_t*>(parts.data());
+  request.body_bytes = parts.size();
+  const net::HttpResponse response =
+      http_.perform(url_of(object, "uploadId=" + uri_encode(upload, false)), request, object.str());
+  // S3 may answer 200 and still fail the upload in the body it streams.
+  const std::string body(response.body.begin(), response.body.end());
+  if (response.status != 200 || body.find("<Error>") != std::string::npos) {
+    fail("cannot complete the upload of", object, response);
+  }
 }
 
 void S3Client::remove(const S3Url& object) const {

@@ -27,6 +27,10 @@ struct S3Settings {
   std::string ca_file;
   double timeout = 30;
   int connections = 4;
+  /// Objects larger than this are uploaded in parts of part_bytes, `connections` parts at
+  /// once (S3 takes parts of 5 MiB to 5 GiB, and single PUTs up to 5 GiB).
+  size_t multipart_bytes = size_t{64} << 20;
+  size_t part_bytes = size_t{16} << 20;
 };
 
 struct ObjectInfo {
@@ -43,7 +47,9 @@ class S3Client {
   std::vector<uint8_t> get(const S3Url& object) const;
   /// The same, or nullopt when the bucket has no such key.
   std::optional<std::vector<uint8_t>> get_if_present(const S3Url& object) const;
-  /// Writes `bytes` as the object, whole.
+  /// Writes `bytes` as the object, which appears whole or not at all: one PUT, or above
+  /// multipart_bytes a multipart upload that is aborted when any part fails, so that no
+  /// half object and no parts are left behind.
   void put(const S3Url& object, const uint8_t* data, size_t bytes) const;
   /// Every object whose key starts with `prefix.key` + "/" (all of the bucket for an empty
   /// key), in key order, following ListObjectsV2's continuation.
@@ -58,6 +64,10 @@ class S3Client {
   /// The request's URL: `query` already sorted and encoded, as SigV4 needs.
   std::string url_of(const S3Url& object, const std::string& query = "") const;
   net::HttpRequest signed_request(const std::string& method) const;
+  void put_in_parts(const S3Url& object, const uint8_t* data, size_t bytes) const;
+  std::string put_part(const S3Url& object, const std::string& upload, size_t number, const uint8_t* data,
+                       size_t bytes) const;
+  void complete_upload(const S3Url& object, const std::string& upload, const std::vector<std::string>& etags) const;
   [[noreturn]] void fail(const std::string& doing, const S3Url& object, const net::HttpResponse& response) const;
 
   S3Settings settings_;

@@ -15,6 +15,7 @@
 #include "lockstep/data/shards.h"
 #include "lockstep/error.h"
 #include "lockstep/train/checkpoint.h"
+#include "s3/s3_client.h"
 #include "support/fault_proxy.h"
 #include "support/s3_gateway.h"
 #include "support/tool_process.h"
@@ -304,6 +305,48 @@ TEST(S3Faults, ResetsMidBodySlowDownsAndStallsAreRetriedToTheSameSamplesWithOneG
                        "'faults', key 'shards/test.index.json': Please reduce your request rate. (gave up after "))
       << message;
   EXPECT_TRUE(contains(message, "; credentials from the environment (AWS_ACCESS_KEY_ID)")) << message;
+}
+
+// Objects above multipart_bytes go up in parts, in parallel; an upload that fails (here:
+// parts below S3's 5 MiB minimum, refused when it is completed) is aborted, leaving no
+// object and no parts.
+TEST(S3Uploads, LargeObjectsGoUpInPartsAndAFailedUploadLeavesNothingBehind) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  std::string why;
+  ASSERT_TRUE(gateway->make_bucket("uploads", &why)) << why;
+  GatewayCredentialsHere keys;
+  std::vector<uint8_t> bytes(12 << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+
+  s3::S3Settings in_parts;
+  in_parts.endpoint = gateway->endpoint();
+  in_parts.multipart_bytes = 6 << 20;
+  in_parts.part_bytes = 5 << 20;
+  const s3::S3Client client(in_parts);
+  const s3::S3Url object = s3::parse_s3_url("s3://uploads/big.bin");
+  client.put(object, bytes.data(), bytes.size());
+  EXPECT_EQ(client.get(object), bytes);
+  EXPECT_TRUE(contains(gateway->log_text(), "partNumber=3&uploadId=")) << "not uploaded in 3 parts";
+
+  s3::S3Settings too_small = in_parts;
+  too_small.multipart_bytes = 2 << 20;
+  too_small.part_bytes = 1 << 20;
+  const s3::S3Url refused = s3::parse_s3_url("s3://uploads/refused.bin");
+  std::string message = "no error";
+  try {
+    s3::S3Client(too_small).put(refused, bytes.data(), 3 << 20);
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  EXPECT_TRUE(contains(message, "cannot complete the upload of s3://uploads/refused.bin: S3 said EntityTooSmall"))
+      << message;
+  EXPECT_FALSE(client.get_if_present(refused).has_value());
+  const Finished pending =
+      run_process({"curl", "-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                   gateway->access_key() + ":" + gateway->secret_key(), "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                   gateway->endpoint() + "/uploads?uploads="});
+  EXPECT_TRUE(contains(pending.output, "<ListMultipartUploadsResult")) << pending.output;
+  EXPECT_FALSE(contains(pending.output, "<Upload>")) << pending.output;
 }
 
 }  // namespace
