@@ -3,6 +3,7 @@
 // trained from it, the losses are those of local shards, to every digit; credentials come
 // from the environment or a profile; each mistake is one line naming what to fix.
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -15,8 +16,10 @@
 #include "lockstep/data/shards.h"
 #include "lockstep/error.h"
 #include "lockstep/train/checkpoint.h"
+#include "s3/credentials.h"
 #include "s3/s3_client.h"
 #include "support/fault_proxy.h"
+#include "support/loopback_server.h"
 #include "support/s3_gateway.h"
 #include "support/tool_process.h"
 #include "support/world.h"
@@ -347,6 +350,80 @@ TEST(S3Uploads, LargeObjectsGoUpInPartsAndAFailedUploadLeavesNothingBehind) {
                    gateway->endpoint() + "/uploads?uploads="});
   EXPECT_TRUE(contains(pending.output, "<ListMultipartUploadsResult")) << pending.output;
   EXPECT_FALSE(contains(pending.output, "<Upload>")) << pending.output;
+}
+
+// A container credentials endpoint of the test's own, as ECS and EKS Pod Identity serve
+// one: the gateway's keys, valid for `valid_for`, to requests that bring `token`; 401 to
+// others.
+class CredentialsEndpoint {
+ public:
+  CredentialsEndpoint(std::string token, std::chrono::seconds valid_for)
+      : token_(std::move(token)),
+        valid_for_(valid_for),
+        server_([this](int client, const std::string& head, int) { answer(client, head); }) {}
+
+  std::string url() const { return server_.url() + "/credentials"; }
+  int requests() const { return server_.requests(); }
+
+ private:
+  void answer(int client, const std::string& head) const {
+    if (!contains(head, "\r\nAuthorization: " + token_ + "\r\n")) {
+      send_all(client, http_response("401 Unauthorized", "text/plain", "no token"));
+      return;
+    }
+    const std::time_t expires = std::time(nullptr) + valid_for_.count();
+    char expiration[32];
+    std::strftime(expiration, sizeof expiration, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&expires));
+    send_all(client,
+             http_response("200 OK", "application/json",
+                           "{\"AccessKeyId\": \"" + gateway->access_key() + "\", \"SecretAccessKey\": \"" +
+                               gateway->secret_key() + "\", \"Token\": \"\", \"Expiration\": \"" + expiration + "\"}"));
+  }
+
+  std::string token_;
+  std::chrono::seconds valid_for_;
+  LoopbackServer server_;  // last: its threads use the members above
+};
+
+TEST_F(S3Datasets, CredentialsFromAContainerEndpointFetchedAgainBeforeTheyExpire) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  TemporaryDirectory home;
+  const std::string token = "container-token-5f1e";
+  const CredentialsEndpoint endpoint(token, std::chrono::hours(1));
+  const Env container{{"HOME", home.path()},
+                      {"AWS_CONTAINER_CREDENTIALS_FULL_URI", endpoint.url()},
+                      {"AWS_CONTAINER_AUTHORIZATION_TOKEN", token}};
+  const Finished listed =
+      run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", datasets->toml}, container, std::chrono::seconds(60));
+  EXPECT_TRUE(contains(listed.output, "in-s3  shards  s3://datasets/fashion  splits test,train  readable"))
+      << listed.output;
+
+  const auto environment = [](const Env& values) {
+    return s3::Environment([values](const std::string& name) -> std::optional<std::string> {
+      const auto found = values.find(name);
+      return found == values.end() ? std::nullopt : std::optional<std::string>(found->second);
+    });
+  };
+  const int before = endpoint.requests();
+  s3::CredentialChain lasting(environment(container));
+  lasting.get();
+  lasting.get();
+  EXPECT_EQ(endpoint.requests(), before + 1) << "credentials valid for an hour are fetched once";
+  const CredentialsEndpoint short_lived(token, std::chrono::minutes(4));
+  s3::CredentialChain expiring(
+      environment(with(container, {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", short_lived.url()}})));
+  EXPECT_EQ(expiring.get().source, "the container credentials endpoint " + short_lived.url());
+  expiring.get();
+  EXPECT_EQ(short_lived.requests(), 3) << "within five minutes of expiry, each use fetches them again";
+
+  const Finished refused =
+      run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", datasets->toml},
+                  with(container, {{"AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong-token-77"}}), std::chrono::seconds(60));
+  EXPECT_TRUE(contains(refused.output,
+                       "S3 credentials: the container credentials endpoint " + endpoint.url() + " answered HTTP 401"))
+      << refused.output;
+  EXPECT_FALSE(contains(refused.output, "wrong-token-77")) << refused.output;
+  EXPECT_FALSE(contains(listed.output + refused.output, token)) << "the token was printed";
 }
 
 }  // namespace

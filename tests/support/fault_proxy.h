@@ -1,11 +1,8 @@
 #pragma once
 
-#include <atomic>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
+
+#include "support/loopback_server.h"
 
 namespace lockstep::testing {
 
@@ -16,35 +13,26 @@ enum class Fault {
   kStall,         // reads the request and never answers
 };
 
-/// An HTTP proxy on 127.0.0.1 in front of a real server (nginx on `upstream_port`) that
-/// spoils the first `spoiled` requests with `fault` and passes the others through, one
-/// request per connection. For the faults a client meets on real networks.
+/// An HTTP proxy on 127.0.0.1 in front of a real server (nginx, the S3 gateway, on
+/// `upstream_port`) that spoils the first `spoiled` requests with `fault` and passes the
+/// others through, one request per connection and without bodies (GETs). For the faults a
+/// client meets on real networks.
 class FaultProxy {
  public:
   FaultProxy(int upstream_port, Fault fault, int spoiled);
-  ~FaultProxy();
-  FaultProxy(const FaultProxy&) = delete;
-  FaultProxy& operator=(const FaultProxy&) = delete;
 
-  int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return server_.port(); }
+  std::string url() const { return server_.url(); }
   /// Requests received so far, spoiled or not.
-  int requests() const { return requests_.load(); }
+  int requests() const { return server_.requests(); }
 
  private:
-  void accept_loop();
-  void serve(int client);
+  void answer(int client, const std::string& head, int number);
 
   int upstream_port_;
   Fault fault_;
   int spoiled_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> requests_{0};
-  std::mutex mutex_;
-  std::vector<std::thread> connections_;
-  std::thread acceptor_;
+  LoopbackServer server_;  // last: its threads use the members above
 };
 
 }  // namespace lockstep::testing
