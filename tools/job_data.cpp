@@ -1,5 +1,7 @@
 #include "job_data.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <tuple>
 #include <vector>
@@ -45,7 +47,9 @@ std::pair<data::Transform, data::Transform> transforms_for(int64_t image_size, b
 
 JobData open_job_data(const TrainJob& job) {
   const data::Registry registry = job.datasets.load(job.dataset);
-  const auto& entry = registry.at(job.dataset);
+  data::DatasetEntry entry = registry.at(job.dataset);
+  // The launcher's copies of the indexes (train_command.cpp): one read of each per job.
+  if (const char* copies = std::getenv(kIndexCopiesVariable)) entry.index_copies = copies;
   JobData d;
   d.val_split = !job.val_split.empty() ? job.val_split : data::held_out_split(entry);
   d.train_set = data::first_examples(data::open_dataset(entry, "train"), job.limit);

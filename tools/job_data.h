@@ -23,4 +23,8 @@ struct JobData {
 // naming what cannot be read.
 JobData open_job_data(const TrainJob& job);
 
+// Names a folder, private to one job, where its launcher leaves copies of the split
+// indexes it read, for its workers (inherited by them with the environment).
+inline constexpr const char* kIndexCopiesVariable = "LOCKSTEP_INDEX_COPIES";
+
 }  // namespace lockstep::tools

@@ -17,6 +17,8 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/train/device.h"
 #include "workers_mode.h"
+#include "job_data.h"
+#include "temporary_folder.h"
 #include "train_job.h"
 
 namespace lockstep::tools {
@@ -139,6 +141,9 @@ void add_train_command(CLI::App& app, Action& chosen) {
       // Resolve what the workers must agree on (the run folder's name) before starting them.
       if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
       if (job->mode == "threads") return run_train_replicas(*job);
+      // The indexes this check reads are left here for the workers: one read of each per job.
+      const TemporaryFolder index_copies("lockstep-index-copies");
+      setenv(kIndexCopiesVariable, index_copies.path().c_str(), 1);
       job->check_before_launch();
       return launch_workers(*job);
     };

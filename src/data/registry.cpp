@@ -178,7 +178,7 @@ std::string split_location(const DatasetEntry& entry, const std::string& split) 
   return found->second;
 }
 
-ShardOptions shard_options(const DatasetEntry& entry) {
+ShardOptions shard_options(const DatasetEntry& entry, const std::string& location) {
   ShardOptions options = ShardOptions()
                              .channels(entry.channels)
                              .classes(entry.classes)
@@ -189,6 +189,9 @@ ShardOptions shard_options(const DatasetEntry& entry) {
   if (entry.timeout > 0) options.timeout(entry.timeout);
   options.cache(entry.cache);
   if (entry.cache_bytes > 0) options.cache_bytes(static_cast<size_t>(entry.cache_bytes));
+  if (!entry.index_copies.empty()) {
+    options.index_copy((fs::path(entry.index_copies) / entry.name / (location + ".index.json")).string());
+  }
   return options;
 }
 
@@ -197,7 +200,9 @@ std::shared_ptr<Dataset> open_by_type(const DatasetEntry& entry, const std::stri
   if (entry.type == "fashion-mnist") return read_fashion_mnist(entry.path, location);
   if (entry.type == "imagenet") return read_imagenet(entry.path, location, entry.channels);
   if (entry.type == "image-folder") return read_image_folder(path, entry.channels);
-  if (entry.type == "shards") return std::make_shared<ShardDataset>(entry.path, location, shard_options(entry));
+  if (entry.type == "shards") {
+    return std::make_shared<ShardDataset>(entry.path, location, shard_options(entry, location));
+  }
   if (entry.classes == 0) {
     throw ConfigError("dataset '" + entry.name + "' (" + entry.defined_at +
                       ") is of type tensors and must say how many classes it has (classes = N)");
@@ -290,7 +295,9 @@ std::vector<std::string> class_names(const DatasetEntry& entry) {
   if (entry.type == "fashion-mnist") return fashion_mnist_classes();
   // From an index; shards named by a pattern have none to read names from.
   if (entry.type == "shards" && !entry.splits.empty() && entry.splits.begin()->second.find('{') == std::string::npos) {
-    const auto names = ShardDataset(entry.path, entry.splits.begin()->second, shard_options(entry)).class_names();
+    const auto names =
+        ShardDataset(entry.path, entry.splits.begin()->second, shard_options(entry, entry.splits.begin()->second))
+            .class_names();
     if (!names.empty()) return names;
   }
   std::vector<std::string> names;

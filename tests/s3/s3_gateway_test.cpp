@@ -137,6 +137,25 @@ TEST_F(S3Datasets, TrainingFromTheBucketEndsWithTheLossesOfLocalShardsPathStyleA
   }
 }
 
+// Three worker processes with two loader threads each read each split's index once in
+// all: the launcher reads it, checking the job before it starts them, and they take its copy.
+TEST_F(S3Datasets, AJobReadsEachIndexOnceWhateverItsWorkersAndLoaderThreads) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  FaultProxy counting(gateway->port(), Fault::kAnswer503, 0);
+  TemporaryDirectory runs;
+  const std::string toml = runs.path() + "/Data.toml";
+  std::ofstream(toml) << "[counted]\ntype = \"shards\"\npath = \"s3://datasets/fashion\"\nendpoint = \""
+                      << counting.url() << "\"\n";
+  const Finished trained = run_process({LOCKSTEP_TOOL, "train",   "--data-toml", toml,          "--dataset",
+                                        "counted",     "--limit", "512",         "--val-limit", "256",
+                                        "--epochs",    "1",       "-n",          "3",           "--threads",
+                                        "2",           "--mode",  "processes",   "--out",       runs.path() + "/run"},
+                                       gateway->credentials(), std::chrono::seconds(300));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_EQ(counting.requests_with("/fashion/train.index.json "), 1);
+  EXPECT_EQ(counting.requests_with("/fashion/test.index.json "), 1);
+}
+
 TEST_F(S3Datasets, CredentialsFromAProfileInTheCredentialsOrTheConfigFile) {
   SKIP_WITHOUT_THE_GATEWAY();
   TemporaryDirectory home;

@@ -25,6 +25,8 @@ class FaultProxy {
   std::string url() const { return server_.url(); }
   /// Requests received so far, spoiled or not.
   int requests() const { return server_.requests(); }
+  /// Requests so far whose head contains `part`, e.g. a file's name.
+  int requests_with(const std::string& part) const { return server_.requests_with(part); }
 
  private:
   void answer(int client, const std::string& head, int number);

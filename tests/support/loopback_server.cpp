@@ -69,6 +69,13 @@ LoopbackServer::~LoopbackServer() {
   for (auto& connection : connections_) connection.join();
 }
 
+int LoopbackServer::requests_with(const std::string& part) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int count = 0;
+  for (const auto& head : heads_) count += head.find(part) != std::string::npos ? 1 : 0;
+  return count;
+}
+
 void LoopbackServer::accept_loop() {
   while (!stopping_) {
     if (!readable(listener_)) continue;
@@ -82,6 +89,10 @@ void LoopbackServer::accept_loop() {
 void LoopbackServer::serve(int client) {
   const std::string head = read_head(client, stopping_);
   if (!head.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      heads_.push_back(head);
+    }
     answer_(client, head, ++requests_);
   }
   close(client);

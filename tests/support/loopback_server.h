@@ -26,6 +26,8 @@ class LoopbackServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   /// Requests received so far.
   int requests() const { return requests_.load(); }
+  /// Requests received so far whose head contains `part` (a path, a header).
+  int requests_with(const std::string& part) const;
   /// True once the destructor runs: answers that wait should stop.
   bool stopping() const { return stopping_.load(); }
 
@@ -38,8 +40,9 @@ class LoopbackServer {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> requests_{0};
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<std::thread> connections_;
+  std::vector<std::string> heads_;
   std::thread acceptor_;
 };
 

@@ -38,10 +38,12 @@ struct DatasetEntry {
   std::string endpoint;  // shards in S3: the store's URL, region and addressing; empty:
   std::string region;    // from the environment and the AWS profile
   std::string addressing;
-  double timeout = 0;       // shards over http(s): seconds before a retry; 0: ShardOptions' default
-  std::string cache;        // shards: a local folder for copies; empty: none
-  int64_t cache_bytes = 0;  // its limit; 0: ShardOptions' default
-  std::string defined_at;   // "file:line", for messages
+  double timeout = 0;        // shards over http(s): seconds before a retry; 0: ShardOptions' default
+  std::string cache;         // shards: a local folder for copies; empty: none
+  int64_t cache_bytes = 0;   // its limit; 0: ShardOptions' default
+  std::string defined_at;    // "file:line", for messages
+  std::string index_copies;  // shards: a job's folder for copies of the split indexes
+                             // (ShardOptions::index_copy); empty: none
 };
 
 /// The datasets a user has described. The registry file is the one given, else

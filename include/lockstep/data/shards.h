@@ -75,6 +75,11 @@ struct ShardOptions {
   /// least recently used go once they pass cache_bytes. The index is always read afresh.
   TORCH_ARG(std::string, cache);
   TORCH_ARG(size_t, cache_bytes) = size_t{10} << 30;
+  /// A local file for a copy of the split's index, private to one job: read instead of the
+  /// origin's index when it exists, written after reading it otherwise. lockstep train's
+  /// launcher and its workers share one, so a job reads each index once, whatever its
+  /// number of workers.
+  TORCH_ARG(std::string, index_copy);
 };
 
 /// A split written by pack_shards, from local disk or an HTTP(S) server (libcurl, TLS

@@ -1,8 +1,12 @@
 // ShardDataset: a split's shards, each read whole when first needed, checked against the
 // index and kept in memory while the sampler walks it.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <list>
 #include <map>
@@ -232,6 +236,29 @@ struct ShardDataset::State {
   }
 };
 
+namespace {
+
+// The index's text: from `copy` where an earlier opener of this job left it, else from the
+// origin, then left in `copy` (written whole, then renamed) for the next.
+std::string index_text(const ByteSource& source, const std::string& name, const std::string& copy) {
+  if (!copy.empty()) {
+    std::ifstream file(copy, std::ios::binary);
+    if (file) return std::string(std::istreambuf_iterator<char>(file), {});
+  }
+  const std::vector<uint8_t> bytes = source.read(name);
+  std::string text(bytes.begin(), bytes.end());
+  if (!copy.empty()) {
+    std::error_code ignored;  // without a copy, the next opener reads the origin: slower, not wrong
+    std::filesystem::create_directories(std::filesystem::path(copy).parent_path(), ignored);
+    const std::string temporary = copy + ".tmp" + std::to_string(::getpid());
+    std::ofstream(temporary, std::ios::binary) << text;
+    std::filesystem::rename(temporary, copy, ignored);
+  }
+  return text;
+}
+
+}  // namespace
+
 ShardDataset::ShardDataset(const std::string& folder, const std::string& split, ShardOptions options)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
@@ -247,8 +274,7 @@ ShardDataset::ShardDataset(const std::string& folder, const std::string& split, 
   } else {
     const std::string name = index_file_name(split);
     s.index_file = s.source->locate(name);
-    const std::vector<uint8_t> text = s.source->read(name);
-    s.index = index_from_json(std::string(text.begin(), text.end()), s.index_file);
+    s.index = index_from_json(index_text(*s.source, name, options.index_copy()), s.index_file);
   }
   if (s.options.channels() == 0) s.options.channels(s.index.channels);
   s.first_sample.push_back(0);
