@@ -11,10 +11,10 @@
 // horizontal flip, normalize), and prints median samples per second. Then the read path
 // alone (decode and to_float, one loader thread), for the 28x28 JPEGs and for IMAGES / 5 of
 // them enlarged to 224x224 RGB: one file per sample, the same JPEGs packed into 64 MB tar
-// shards on local disk, and those shards from a real nginx on loopback (when the tests'
-// support is built, which starts it). With --cold (root only) the page cache is dropped
-// before each read-path measurement, as files on a network file system or a cold disk
-// would be read.
+// shards on local disk, and those shards from a real nginx and from a real S3 (Ceph's RADOS
+// Gateway) on loopback (when the tests' support is built, which starts them); then two
+// epochs from S3 through a local cache, uncapped against capped at half the shards. With --cold (root only) the page
+// cache is dropped before each read-path measurement, as files on a network file system or a cold disk would be read.
 #include <unistd.h>
 
 #include <chrono>
@@ -37,6 +37,7 @@
 #include "median.h"
 #ifdef LOCKSTEP_BENCH_NGINX
 #include "support/nginx_server.h"
+#include "support/s3_gateway.h"
 #endif
 
 namespace {
@@ -58,12 +59,14 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 // One epoch through the loader, as fast as it gives batches.
 double loader_rate(const std::shared_ptr<const data::Dataset>& dataset, int threads,
-                   const data::Transform& transform = augmentation()) {
-  data::PrefetchLoader loader(dataset, data::LoaderOptions()
-                                           .sampler(data::SamplerOptions().batch_size(kBatch).world_size(1).rank(0))
-                                           .transform(transform)
-                                           .threads(threads)
-                                           .prefetch(2 * threads + 2));
+                   const data::Transform& transform = augmentation(), size_t shuffle_window = 1000) {
+  data::PrefetchLoader loader(
+      dataset,
+      data::LoaderOptions()
+          .sampler(data::SamplerOptions().batch_size(kBatch).world_size(1).rank(0).shuffle_window(shuffle_window))
+          .transform(transform)
+          .threads(threads)
+          .prefetch(2 * threads + 2));
   const auto start = Clock::now();
   size_t samples = 0;
   while (auto batch = loader.next()) samples += static_cast<size_t>(batch->labels.size(0));
@@ -113,7 +116,8 @@ void drop_page_cache() {
 
 // The same JPEGs three ways, one loader thread, decode and to_float only.
 void compare_read_paths(const std::string& label, const std::shared_ptr<const data::Dataset>& files,
-                        const std::string& shards, const std::string& url, bool cold) {
+                        const std::string& shards, const std::string& url, const std::string& s3,
+                        const std::string& s3_endpoint, bool cold) {
   const auto rate_of = [cold](const std::shared_ptr<const data::Dataset>& dataset) {
     if (cold) drop_page_cache();
     return loader_rate(dataset, 1, data::to_float());
@@ -127,6 +131,12 @@ void compare_read_paths(const std::string& label, const std::shared_ptr<const da
     paths.push_back({"tar shards, nginx over loopback",
                      [&] { return rate_of(std::make_shared<data::ShardDataset>(url, "train")); }});
   }
+  if (!s3.empty()) {
+    paths.push_back({"tar shards, S3 gateway over loopback", [&] {
+                       return rate_of(std::make_shared<data::ShardDataset>(s3, "train",
+                                                                           data::ShardOptions().endpoint(s3_endpoint)));
+                     }});
+  }
   std::map<std::string, std::vector<double>> rates;
   for (int repeat = 0; repeat < kRepeats; ++repeat) {
     for (const auto& [name, measure] : paths) rates[name].push_back(measure());
@@ -134,9 +144,43 @@ void compare_read_paths(const std::string& label, const std::shared_ptr<const da
   const double local = median(rates["tar shards, local disk"]);
   for (const auto& [name, measure] : paths) {
     const double rate = median(rates[name]);
+    const bool remote = name.find("over loopback") != std::string::npos;
     std::printf("| %s | %s | %.0f | %.2f |\n", label.c_str(), name.c_str(), rate,
-                name == "tar shards, nginx over loopback" ? rate / local : rate / median(rates["one file per sample"]));
+                remote ? rate / local : rate / median(rates["one file per sample"]));
   }
+}
+
+// Two epochs from S3 through a local cache, the second read from it: the cache holding
+// every shard against one capped at half of them (each epoch then reads half from S3 again).
+void compare_capped_cache(const std::string& s3, const std::string& endpoint, const std::string& scratch) {
+  const auto shards = data::ShardDataset(s3, "train", data::ShardOptions().endpoint(endpoint)).shard_sizes();
+  size_t bytes = 0;
+  for (const auto& entry : fs::directory_iterator(scratch + "/shards-224-small")) {
+    if (entry.path().extension() == ".tar") bytes += entry.file_size();
+  }
+  const auto two_epochs = [&](size_t cache_bytes, int repeat) {
+    const std::string cache = scratch + "/cache-" + std::to_string(cache_bytes) + "-" + std::to_string(repeat);
+    // Memory for the shards the sampler's window reads at once, not for the epoch: the
+    // second epoch reads the cache, not memory.
+    const auto dataset = std::make_shared<data::ShardDataset>(
+        s3, "train",
+        data::ShardOptions().endpoint(endpoint).cache(cache).cache_bytes(cache_bytes).memory_bytes(3 * (2 << 20)));
+    const auto start = Clock::now();
+    // A window of 100 samples spans two of these shards: with the next, the three in memory.
+    loader_rate(dataset, 1, data::to_float(), 100);
+    loader_rate(dataset, 1, data::to_float(), 100);
+    return 2.0 * static_cast<double>(dataset->size()) / seconds_since(start);
+  };
+  std::vector<double> whole, half;
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    whole.push_back(two_epochs(bytes * 2, repeat));
+    half.push_back(two_epochs(bytes / 2, repeat));
+  }
+  std::printf(
+      "\n| 224x224 RGB from S3, %zu shards, %zu bytes, two epochs through a local cache | samples/s (median of %d) "
+      "| ratio |\n|---|---:|---:|\n| cache_bytes uncapped | %.0f | 1.00 |\n| cache_bytes half the shards | %.0f | "
+      "%.2f |\n",
+      shards.size(), bytes, kRepeats, median(whole), median(half), median(half) / median(whole));
 }
 
 }  // namespace
@@ -192,15 +236,37 @@ int main(int argc, char** argv) {
   if (nginx.available()) url = nginx.url();
   if (!nginx.available()) std::printf("\n(no nginx: %s)\n", nginx.why_not().c_str());
 #endif
+  std::string s3_endpoint;
+#ifdef LOCKSTEP_BENCH_NGINX
+  lockstep::testing::S3Gateway gateway;
+  if (gateway.available() && gateway.make_bucket("bench")) {
+    s3_endpoint = gateway.endpoint();
+    setenv("AWS_ACCESS_KEY_ID", gateway.access_key().c_str(), 1);
+    setenv("AWS_SECRET_ACCESS_KEY", gateway.secret_key().c_str(), 1);
+    for (const std::string size : {"28", "224"}) {
+      data::pack_shards(*(size == "28" ? jpegs : large_jpegs), "train", "s3://bench/shards-" + size,
+                        data::PackOptions().endpoint(s3_endpoint));
+    }
+    // Shards of 2 MB for the cache's comparison: a cap of half of them must hold some.
+    for (const std::string out : {folder.string() + "/shards-224-small", std::string("s3://bench/shards-224-small")}) {
+      data::pack_shards(*large_jpegs, "train", out, data::PackOptions().shard_bytes(2 << 20).endpoint(s3_endpoint));
+    }
+  } else {
+    std::printf("\n(no S3 gateway: %s)\n", gateway.why_not().c_str());
+  }
+#endif
+  const auto s3_of = [&](const std::string& size) { return s3_endpoint.empty() ? "" : "s3://bench/shards-" + size; };
   std::printf(
       "\n| images | read path (1 loader thread, decode + to_float%s) | samples/s (median of %d) | ratio |\n"
       "|---|---|---:|---:|\n",
       cold ? ", page cache dropped" : "", kRepeats);
   compare_read_paths("28x28 gray, " + std::to_string(jpegs->size()), jpegs, folder.string() + "/shards-28",
-                     url.empty() ? "" : url + "/shards-28", cold);
+                     url.empty() ? "" : url + "/shards-28", s3_of("28"), s3_endpoint, cold);
   compare_read_paths("224x224 RGB, " + std::to_string(large_jpegs->size()), large_jpegs,
-                     folder.string() + "/shards-224", url.empty() ? "" : url + "/shards-224", cold);
-  std::printf("\nratio: shards / files for local shards; nginx / local shards for nginx\n");
+                     folder.string() + "/shards-224", url.empty() ? "" : url + "/shards-224", s3_of("224"), s3_endpoint,
+                     cold);
+  std::printf("\nratio: shards / files for local shards; nginx or S3 / local shards for those\n");
+  if (!s3_endpoint.empty()) compare_capped_cache("s3://bench/shards-224-small", s3_endpoint, folder.string());
   fs::remove_all(folder);
   return 0;
 }

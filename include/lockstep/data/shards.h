@@ -71,8 +71,10 @@ struct ShardOptions {
   /// A local folder keeping copies of the shards read (from a URL or a network file
   /// system), so that a later epoch, a restarted job or another worker of the machine
   /// reads them from local disk; empty keeps none. Copies are written whole (renamed into
-  /// place) and checked like any read (one that fails is read again from the origin); the
-  /// least recently used go once they pass cache_bytes. The index is always read afresh.
+  /// place) and checked like any read (one that fails is read again from the origin). Past
+  /// cache_bytes, copies unused since the dataset opened go, least recently used first;
+  /// copies in use are kept and a new one is not, so that an epoch walking every shard
+  /// still finds the cached ones. The index is always read afresh.
   TORCH_ARG(std::string, cache);
   TORCH_ARG(size_t, cache_bytes) = size_t{10} << 30;
   /// A local file for a copy of the split's index, private to one job: read instead of the

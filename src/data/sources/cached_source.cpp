@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 class CachedSource : public ByteSource {
  public:
   CachedSource(std::shared_ptr<ByteSource> origin, const std::string& cache, size_t limit)
-      : origin_(std::move(origin)), limit_(limit) {
+      : origin_(std::move(origin)), limit_(limit), opened_(fs::file_time_type::clock::now()) {
     // One folder per origin, so that one cache can serve several datasets.
     folder_ = fs::path(cache) / ("folder-" + std::to_string(std::hash<std::string>()(origin_->locate(""))));
     std::error_code failure;
@@ -53,11 +53,12 @@ class CachedSource : public ByteSource {
 
  private:
   // Written under a name of this process's and renamed, so that workers sharing the cache
-  // never read a half-written copy; then the least recently used copies go until the cache
-  // fits its limit. A copy that cannot be written only costs a later read from the origin.
+  // never read a half-written copy. A copy that cannot be written only costs a later read
+  // from the origin.
   void keep(const fs::path& copy, const std::vector<uint8_t>& bytes) const {
     if (bytes.size() > limit_) return;
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!make_room(bytes.size())) return;
     const fs::path temporary = copy.string() + ".tmp-" + std::to_string(getpid());
     {
       std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
@@ -67,28 +68,35 @@ class CachedSource : public ByteSource {
     std::error_code failure;
     fs::rename(temporary, copy, failure);
     if (failure) fs::remove(temporary, failure);
-    evict_beyond_limit();
   }
 
-  void evict_beyond_limit() const {
-    std::vector<std::pair<fs::file_time_type, fs::path>> copies;
+  // Room for `bytes` more within the limit, made by removing copies nobody has used since
+  // this source opened, least recently used first; false when that is not enough. Copies
+  // in use are never given up for a new one: epochs walk every shard, so plain LRU would
+  // evict each copy just before the next epoch needs it, and a cache of half the shards
+  // would serve none of them.
+  bool make_room(size_t bytes) const {
+    std::vector<std::pair<fs::file_time_type, fs::path>> stale;
     size_t total = 0;
     std::error_code failure;
     for (const auto& entry : fs::directory_iterator(folder_, failure)) {
       if (!entry.is_regular_file(failure) || entry.path().string().find(".tmp-") != std::string::npos) continue;
       total += entry.file_size(failure);
-      copies.emplace_back(entry.last_write_time(failure), entry.path());
+      const auto used = entry.last_write_time(failure);
+      if (used < opened_) stale.emplace_back(used, entry.path());
     }
-    std::sort(copies.begin(), copies.end());
-    for (const auto& [used, path] : copies) {
-      if (total <= limit_) break;
+    std::sort(stale.begin(), stale.end());
+    for (const auto& [used, path] : stale) {
+      if (total + bytes <= limit_) break;
       const size_t size = fs::file_size(path, failure);
       if (fs::remove(path, failure)) total -= size;
     }
+    return total + bytes <= limit_;
   }
 
   std::shared_ptr<ByteSource> origin_;
   size_t limit_;
+  fs::file_time_type opened_;
   fs::path folder_;
   mutable std::mutex mutex_;
 };
