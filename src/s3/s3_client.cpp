@@ -75,10 +75,8 @@ std::vector<uint8_t> S3Client::get(const S3Url& object) const {
 
 std::optional<std::vector<uint8_t>> S3Client::get_if_present(const S3Url& object) const {
   net::HttpResponse response = http_.perform(url_of(object), signed_request("GET"), object.str());
-  if (response.status == 404 &&
-      std::string(response.body.begin(), response.body.end()).find("NoSuchKey") != std::string::npos) {
-    return std::nullopt;
-  }
+  const std::string xml(response.body.begin(), response.body.end());
+  if (response.status == 404 && xml_field(xml, "Code") == "NoSuchKey") return std::nullopt;
   if (response.status != 200) fail("cannot read", object, response);
   return std::move(response.body);
 }

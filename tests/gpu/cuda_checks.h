@@ -8,6 +8,13 @@
 #include <torch/torch.h>
 
 #include "lockstep/lockstep.h"
+#include "lockstep/train/device.h"
+
+// Skips a test where it cannot run, saying why (scripts/gpu-check.sh runs them on a GPU).
+#define SKIP_WITHOUT_A_GPU()                                                                        \
+  if (lockstep::train::visible_gpus() == 0) {                                                       \
+    GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
+  }
 
 namespace lockstep::testing {
 

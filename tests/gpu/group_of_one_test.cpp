@@ -22,11 +22,6 @@ namespace {
 
 using torch::Tensor;
 
-#define SKIP_WITHOUT_A_GPU()                                                                        \
-  if (train::visible_gpus() == 0) {                                                                 \
-    GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
-  }
-
 const torch::Device kGpu(torch::kCUDA, 0);
 
 TEST(GroupOfOne, MovesCudaTensorsOnTheDeviceExactlyAndInStreamOrder) {

@@ -8,16 +8,11 @@
 #include <chrono>
 #include <string>
 
-#include "lockstep/train/device.h"
+#include "cuda_checks.h"
 #include "support/world.h"
 
 namespace lockstep::testing {
 namespace {
-
-#define SKIP_WITHOUT_A_GPU()                                                                        \
-  if (train::visible_gpus() == 0) {                                                                 \
-    GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
-  }
 
 // A TCP world of n ranks on the nccl backend, each rank claiming a host of its own to NCCL.
 std::function<Env(int)> nccl_world(int n, Env extra = {}) {

@@ -19,11 +19,6 @@ namespace {
 
 using torch::Tensor;
 
-#define SKIP_WITHOUT_A_GPU()                                                                        \
-  if (train::visible_gpus() == 0) {                                                                 \
-    GTEST_SKIP() << "no CUDA device is visible, or this lockstep was built against a CPU libtorch"; \
-  }
-
 torch::TensorOptions on_gpu(torch::ScalarType dtype = torch::kFloat) {
   return torch::TensorOptions().dtype(dtype).device(torch::kCUDA, 0);
 }

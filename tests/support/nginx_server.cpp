@@ -26,13 +26,6 @@ bool accepts_connections(int port) {
   return connected;
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 NginxServer::NginxServer(const std::string& folder, bool https) : https_(https) {
@@ -79,7 +72,7 @@ NginxServer::NginxServer(const std::string& folder, bool https) : https_(https) 
   }
   nginx_->wait_for_exit(std::chrono::milliseconds(0));
   why_not_ = "nginx did not start serving on port " + std::to_string(port_) + ": " + nginx_->stderr_text() +
-             file_text(state + "/error.log");
+             read_file(state + "/error.log");
 }
 
 NginxServer::~NginxServer() = default;  // the ToolProcess SIGKILLs nginx

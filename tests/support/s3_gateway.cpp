@@ -8,17 +8,6 @@
 #include <thread>
 
 namespace lockstep::testing {
-namespace {
-
-std::string file_text(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-}  // namespace
-
 S3Gateway::S3Gateway() {
   if (access("/usr/bin/radosgw", X_OK) != 0 || access("/usr/bin/ceph-osd", X_OK) != 0) {
     why_not_ = "Ceph's radosgw and ceph-osd are not installed (./scripts/install-deps.sh --test)";
@@ -31,7 +20,7 @@ S3Gateway::S3Gateway() {
                                                                     std::to_string(port_)});
   for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
        std::chrono::steady_clock::now() < deadline;) {
-    std::istringstream ready(file_text(dir + "/ready.env"));
+    std::istringstream ready(read_file(dir + "/ready.env"));
     for (std::string line; std::getline(ready, line);) {
       if (line.rfind("ACCESS_KEY=", 0) == 0) access_key_ = line.substr(11);
       if (line.rfind("SECRET_KEY=", 0) == 0) secret_key_ = line.substr(11);
@@ -60,6 +49,6 @@ bool S3Gateway::make_bucket(const std::string& name, std::string* why) const {
   return made.exit_code == 0;
 }
 
-std::string S3Gateway::log_text() const { return file_text(state_.path() + "/log/client.rgw.log"); }
+std::string S3Gateway::log_text() const { return read_file(state_.path() + "/log/client.rgw.log"); }
 
 }  // namespace lockstep::testing

@@ -14,14 +14,14 @@
 #include <thread>
 
 namespace lockstep::testing {
-namespace {
-
 std::string read_file(const std::string& path) {
   std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
 }
+
+namespace {
 
 std::vector<char*> as_null_terminated(std::vector<std::string>& strings) {
   std::vector<char*> pointers;

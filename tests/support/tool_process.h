@@ -84,6 +84,9 @@ std::vector<pid_t> wait_for_pid_files(const std::string& directory, int count, s
 /// Whether `pid` is a live process (a zombie counts as gone).
 bool process_alive(pid_t pid);
 
+/// The text of file `path`; "" when it cannot be read.
+std::string read_file(const std::string& path);
+
 /// `text` split at newlines, without them.
 std::vector<std::string> lines_of(const std::string& text);
 
