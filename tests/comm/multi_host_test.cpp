@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -73,6 +74,18 @@ bool all_looping(const std::vector<const ToolProcess*>& nodes, int ranks) {
   return false;
 }
 
+// Every process on the machine with its state and where it waits in the kernel: what a test
+// whose launcher did not end shows, to tell a worker blocked in a collective from one gone.
+std::string process_list() {
+  std::string listing;
+  if (FILE* ps = popen("ps -eo pid,ppid,stat,wchan:24,etime,args --forest 2>&1", "r")) {
+    char chunk[4096];
+    while (const size_t got = fread(chunk, 1, sizeof chunk, ps)) listing.append(chunk, got);
+    pclose(ps);
+  }
+  return "processes:\n" + listing;
+}
+
 // Either host's launcher: its workers die with it, the other host's collectives fail, and
 // that launcher ends the job through its workers' failure, naming the lost node. Losing
 // host 0 loses the store, which the survivor says.
@@ -89,7 +102,7 @@ TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout
     ToolProcess& survivor = *launchers[1 - lost];
     ASSERT_TRUE(process_alive(survivor.pid())) << survivor.stdout_text() << survivor.stderr_text();
     kill(launchers[lost]->pid(), SIGKILL);  // the whole host's launcher; its workers die with it
-    ASSERT_TRUE(survivor.wait_for_exit(std::chrono::seconds(30))) << survivor.stderr_text();
+    ASSERT_TRUE(survivor.wait_for_exit(std::chrono::seconds(30))) << survivor.stderr_text() << process_list();
     // Ended by its workers' failure, before the heartbeat timeout fired (which says "stopped
     // answering"): what the path takes, not a wall-clock bound a loaded machine can break.
     EXPECT_FALSE(contains(survivor.stderr_text(), "stopped answering for")) << survivor.stderr_text();
@@ -109,12 +122,16 @@ TEST(NamespacedHosts, KillingOneHostsLauncherEndsTheJobWithinTheHeartbeatTimeout
 
 // With a restart left, the job stops on both hosts, waits for the lost one, and goes on
 // when its launcher is started again; without it coming back, it ends naming the node.
+// The surviving workers usually see the lost peers' connections close at once; where they
+// do not, the launchers' heartbeats notice the lost host within --heartbeat-timeout, which
+// is set below the test's waits so that they cover the slower path too.
 TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
   NetworkHosts hosts;
   if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
   for (const bool comes_back : {true, false}) {
     const std::string port = std::to_string(free_port());
-    const std::vector<std::string> extra = {"--max-restarts", "1", "--rdzv-timeout", comes_back ? "60" : "3"};
+    const std::vector<std::string> extra = {"--max-restarts",      "1", "--rdzv-timeout", comes_back ? "60" : "3",
+                                            "--heartbeat-timeout", "5"};
     auto first = launch_on(hosts, 0, port, "2", "loop-then-all", extra);
     auto second = launch_on(hosts, 1, port, "2", "loop-then-all", extra);
     ASSERT_TRUE(all_looping({first.get(), second.get()}, 4)) << first->stderr_text() << second->stderr_text();
@@ -125,7 +142,7 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
       auto again = launch_on(hosts, 1, port, "2", "loop-then-all", extra);
       ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(120)))
           << first->stderr_text() << first->stdout_text() << "node 1, started again:\n"
-          << again->stderr_text();
+          << again->stderr_text() << process_list();
       ASSERT_TRUE(again->wait_for_exit(std::chrono::seconds(30))) << again->stderr_text();
       EXPECT_EQ(first->exit_code(), 0) << first->stdout_text() << first->stderr_text();
       EXPECT_EQ(again->exit_code(), 0) << again->stdout_text() << again->stderr_text();
@@ -137,7 +154,8 @@ TEST(NamespacedHosts, ALostHostIsWaitedForWhileRestartsAreLeft) {
             << all;
       }
     } else {
-      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30))) << first->stderr_text() << first->stdout_text();
+      ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(30)))
+          << first->stderr_text() << first->stdout_text() << process_list();
       EXPECT_NE(first->exit_code(), 0);
       EXPECT_TRUE(contains(first->stderr_text(), "node 1 did not come back for restart 1 within 3 s (--rdzv-timeout)"))
           << first->stderr_text();
