@@ -8,7 +8,8 @@
 # nginx and openssl, which the data tests start to serve shards over HTTP and HTTPS; iproute2,
 # whose `ip netns` makes the tests' hosts; git, which lists the files of a clean checkout;
 # clang-format, which checks the layout of the C++ files; Ceph's mon, OSD and RADOS Gateway,
-# a real S3 that the S3 tests start on loopback;
+# a real S3 that the S3 tests start on loopback, and curl, whose own SigV4 makes their
+# buckets and sessions without the code under test;
 # debootstrap, which makes the Debian 13 root of the libtorch 2.6 suite);
 # with --bench, what the benchmarks compare against (PyTorch's
 # Python DDP).
@@ -23,7 +24,7 @@ packages=(
 )
 case "${1:-}" in
   --test) packages+=(python3-torch slurm-wlm munge nginx openssl iproute2 git debootstrap clang-format
-    ceph-mon ceph-osd radosgw ceph-common) ;;
+    ceph-mon ceph-osd radosgw ceph-common curl) ;;
   --bench) packages+=(python3-torch) ;;
 esac
 

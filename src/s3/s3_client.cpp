@@ -63,8 +63,9 @@ net::HttpRequest S3Client::signed_request(const std::string& method) const {
 }
 
 void S3Client::fail(const std::string& doing, const S3Url& object, const net::HttpResponse& response) const {
+  const std::string code = xml_field(std::string(response.body.begin(), response.body.end()), "Code");
   throw DataError(doing + " " + object.str() + ": " + explain_error(response, object, describe()) +
-                  "; credentials from " + credentials_->get().source);
+                  credentials_note(credentials_->get(), code));
 }
 
 std::vector<uint8_t> S3Client::get(const S3Url& object) const {

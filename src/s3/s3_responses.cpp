@@ -51,6 +51,16 @@ std::string explain_error(const net::HttpResponse& response, const S3Url& object
   return said;
 }
 
+std::string credentials_note(const Credentials& credentials, const std::string& code) {
+  const std::string note = "; credentials from " + credentials.source;
+  if (credentials.session_token.empty()) return note;
+  if (code == "ExpiredToken") return note + ": their session token has expired; get new credentials";
+  if (code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "InvalidToken") {
+    return note + ", with a session token: if it has expired, get new credentials";
+  }
+  return note;
+}
+
 ListPage parse_list_page(const std::vector<uint8_t>& body) {
   const std::string xml(body.begin(), body.end());
   if (xml.find("<ListBucketResult") == std::string::npos) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "net/http_client.h"
+#include "s3/credentials.h"
 #include "s3/s3_client.h"
 
 namespace lockstep::s3 {
@@ -15,6 +16,11 @@ namespace lockstep::s3 {
 /// "S3 said CODE (HTTP N): what it means for `object`" from an error response; `where`
 /// describes the endpoint and region asked (S3Client::describe).
 std::string explain_error(const net::HttpResponse& response, const S3Url& object, const std::string& where);
+
+/// "; credentials from SOURCE", and where they carry a session token that may be why S3
+/// refused (`code`), that it may have expired: AWS says ExpiredToken, Ceph's gateway
+/// InvalidAccessKeyId or AccessDenied.
+std::string credentials_note(const Credentials& credentials, const std::string& code);
 
 struct ListPage {
   std::vector<ObjectInfo> objects;

@@ -2,11 +2,13 @@
 // (tests/support/s3_gateway.h), which verifies SigV4 strictly. Packed into a bucket and
 // trained from it, the losses are those of local shards, to every digit; credentials come
 // from the environment or a profile; each mistake is one line naming what to fix.
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -175,6 +177,19 @@ TEST_F(S3Datasets, CredentialsFromAProfileInTheCredentialsOrTheConfigFile) {
   }
 }
 
+// A session token from the gateway's STS signs reads while the session lasts (once over,
+// the next test's expired-session case is refused).
+TEST_F(S3Datasets, CredentialsWithASessionTokenReadWhileTheSessionLasts) {
+  SKIP_WITHOUT_THE_GATEWAY();
+  std::string why;
+  const Env session = gateway->session_credentials(600, &why);
+  ASSERT_FALSE(session.empty()) << why;
+  const Finished listed =
+      run_process({LOCKSTEP_TOOL, "datasets", "--data-toml", datasets->toml}, session, std::chrono::seconds(60));
+  EXPECT_TRUE(contains(listed.output, "in-s3  shards  s3://datasets/fashion  splits test,train  readable"))
+      << listed.output;
+}
+
 TEST_F(S3Datasets, EachMistakeIsOneLineNamingTheBucketKeyCodeAndCredentialsWithoutTheSecret) {
   SKIP_WITHOUT_THE_GATEWAY();
   TemporaryDirectory runs;
@@ -185,7 +200,7 @@ TEST_F(S3Datasets, EachMistakeIsOneLineNamingTheBucketKeyCodeAndCredentialsWitho
     Env env;
     std::string said;
   };
-  const std::vector<Case> cases{
+  std::vector<Case> cases{
       {"in-s3", with(good, {{"AWS_SECRET_ACCESS_KEY", "not-the-secret-0123456789"}}),
        "lockstep train: cannot read s3://datasets/fashion/train.index.json: S3 said SignatureDoesNotMatch (HTTP 403) "
        "for bucket 'datasets', key 'fashion/train.index.json'" +
@@ -203,12 +218,25 @@ TEST_F(S3Datasets, EachMistakeIsOneLineNamingTheBucketKeyCodeAndCredentialsWitho
        "'nothing/train.index.json' in bucket 'datasets'" +
            from_env},
   };
+  // A session of 1 s from the gateway's STS, used once it has expired.
+  std::string why;
+  const Env session = gateway->session_credentials(1, &why);
+  ASSERT_FALSE(session.empty()) << why;
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  cases.push_back(
+      {"in-s3", session,
+       "lockstep train: cannot read s3://datasets/fashion/train.index.json: S3 said InvalidAccessKeyId (HTTP 403) "
+       "for bucket 'datasets', key 'fashion/train.index.json'" +
+           from_env + ", with a session token: if it has expired, get new credentials"});
   for (const auto& c : cases) {
     const Finished run = train(c.dataset, runs.path() + "/run", c.env);
     EXPECT_NE(run.exit_code, 0) << c.dataset;
     EXPECT_TRUE(contains(run.output, c.said + "\n")) << "expected:\n" << c.said << "\ngot:\n" << run.output;
     EXPECT_FALSE(contains(run.output, gateway->secret_key())) << run.output;
     EXPECT_FALSE(contains(run.output, "not-the-secret-0123456789")) << run.output;
+    for (const auto& [key, value] : c.env) {
+      if (key != "AWS_ACCESS_KEY_ID") EXPECT_FALSE(contains(run.output, value)) << key << " shown:\n" << run.output;
+    }
   }
 }
 

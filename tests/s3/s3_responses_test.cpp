@@ -41,6 +41,23 @@ TEST(S3Responses, EachErrorNamesWhatToFix) {
             "HTTP 404: no object 'data/train.index.json' in bucket 'bucket'");
 }
 
+TEST(S3Responses, ARefusalWithASessionTokenSaysItMayHaveExpired) {
+  Credentials keys{"AKID", "secret", "", "the environment (AWS_ACCESS_KEY_ID)", std::nullopt};
+  EXPECT_EQ(credentials_note(keys, "AccessDenied"), "; credentials from the environment (AWS_ACCESS_KEY_ID)");
+  Credentials session = keys;
+  session.session_token = "token";
+  EXPECT_EQ(credentials_note(session, "ExpiredToken"),
+            "; credentials from the environment (AWS_ACCESS_KEY_ID): their session token has expired; get new "
+            "credentials");
+  EXPECT_EQ(credentials_note(session, "AccessDenied"),
+            "; credentials from the environment (AWS_ACCESS_KEY_ID), with a session token: if it has expired, get new "
+            "credentials");
+  EXPECT_EQ(credentials_note(session, "InvalidAccessKeyId"),
+            "; credentials from the environment (AWS_ACCESS_KEY_ID), with a session token: if it has expired, get new "
+            "credentials");
+  EXPECT_EQ(credentials_note(session, "NoSuchKey"), "; credentials from the environment (AWS_ACCESS_KEY_ID)");
+}
+
 TEST(S3Responses, AListingPageGivesKeysSizesAndTheNextToken) {
   const std::string xml =
       "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><IsTruncated>true</IsTruncated>"

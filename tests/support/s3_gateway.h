@@ -31,6 +31,10 @@ class S3Gateway {
   const std::string& secret_key() const { return secret_key_; }
   /// The user's keys as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
   Env credentials() const;
+  /// Temporary credentials from the gateway's STS (AssumeRole of role `session`) that
+  /// expire after `seconds`, as AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+  /// AWS_SESSION_TOKEN; empty, with the reason in `why`, when the gateway refused.
+  Env session_credentials(int seconds, std::string* why = nullptr) const;
   /// Makes bucket `name`; false with the reason in `why` when the gateway refused.
   bool make_bucket(const std::string& name, std::string* why = nullptr) const;
   /// The gateway's log, with a line per request ("GET /bucket/key ...").

@@ -13,7 +13,11 @@
 # Ceph's own authentication is off inside the cluster (auth none, crc framing); the
 # gateway's S3 authentication (SigV4, strictly verified) stays on. With `osd crush update
 # on start` the OSD fails at random with "wrong fsid", so the OSD joins the crush map by
-# hand. About 15 s and 400 MB.
+# hand. STS is on, its shortest session 1 s, with a role `session` the user may assume
+# (s3:* on every bucket): a test can hold a session token and see it expire. The gateway's
+# own users are looked up first, so that an unknown key is InvalidAccessKeyId, as on AWS
+# (with STS first it is AccessDenied); an expired session's key is then unknown too. About 15 s
+# and 400 MB.
 set -euo pipefail
 PATH=$PATH:/usr/sbin:/sbin
 die() { echo "s3_gateway.sh: $*" >&2; exit 1; }
@@ -25,6 +29,7 @@ done
 mkdir -p "$dir"/{run,log,mon,osd/osd.0,rgw}
 fsid=$(cat /proc/sys/kernel/random/uuid)
 conf=$dir/ceph.conf
+sts_key=$(od -An -N8 -tx1 /dev/urandom | tr -d " \n")  # 16 characters, as RGW needs
 cat > "$conf" <<CONF
 [global]
 fsid = $fsid
@@ -65,6 +70,10 @@ keyring = $dir/keyring
 rgw frontends = beast endpoint=127.0.0.1:$s3_port
 rgw dns name = localhost
 rgw data = $dir/rgw
+rgw s3 auth use sts = true
+rgw sts key = $sts_key
+rgw sts min session duration = 1
+rgw s3 auth order = local, sts
 CONF
 c=(-c "$conf")
 step() { "$@" >> "$dir/log/setup.log" 2>&1 || die "'$*' failed (log: $dir/log/setup.log)"; }
@@ -93,6 +102,11 @@ access_key=${access_key^^}
 secret_key=${random:12:40}
 step timeout 30 radosgw-admin "${c[@]}" user create --uid tester --display-name tester \
   --access-key "$access_key" --secret "$secret_key"
+step timeout 30 radosgw-admin "${c[@]}" caps add --uid tester --caps "roles=*"
+step timeout 30 radosgw-admin "${c[@]}" role create --role-name session --assume-role-policy-doc \
+  '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["arn:aws:iam:::user/tester"]},"Action":["sts:AssumeRole"]}]}'
+step timeout 30 radosgw-admin "${c[@]}" role-policy put --role-name session --policy-name all --policy-doc \
+  '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:*"],"Resource":["arn:aws:s3:::*"]}]}'
 printf 'ENDPOINT=http://127.0.0.1:%s\nACCESS_KEY=%s\nSECRET_KEY=%s\n' "$s3_port" "$access_key" "$secret_key" > "$dir/ready.env.tmp"
 mv "$dir/ready.env.tmp" "$dir/ready.env"
 wait
