@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -77,13 +76,9 @@ bool all_looping(const std::vector<const ToolProcess*>& nodes, int ranks) {
 // Every process on the machine with its state and where it waits in the kernel: what a test
 // whose launcher did not end shows, to tell a worker blocked in a collective from one gone.
 std::string process_list() {
-  std::string listing;
-  if (FILE* ps = popen("ps -eo pid,ppid,stat,wchan:24,etime,args --forest 2>&1", "r")) {
-    char chunk[4096];
-    while (const size_t got = fread(chunk, 1, sizeof chunk, ps)) listing.append(chunk, got);
-    pclose(ps);
-  }
-  return "processes:\n" + listing;
+  return "processes:\n" +
+         run_process({"ps", "-eo", "pid,ppid,stat,wchan:24,etime,args", "--forest"}, {}, std::chrono::seconds(10))
+             .output;
 }
 
 // Either host's launcher: its workers die with it, the other host's collectives fail, and
