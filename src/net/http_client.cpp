@@ -48,25 +48,48 @@ struct Attempt {
   std::string failure;     // why it did not answer, for the message
 };
 
-// Where a transfer's bytes go: straight into the body, sized once from Content-Length, so
-// that a shard is not copied again after it arrived.
+// Where a transfer's bytes go: to the request's on_body for a 2xx when it has one, else
+// straight into the body, sized once from Content-Length so that a shard is not copied
+// again after it arrived.
 struct Transfer {
   CURL* handle;
+  const HttpRequest* request;
   HttpResponse* response;
-  bool sized = false;
+  size_t had;  // body bytes from earlier tries, asked for with a Range
+  bool started = false;
+  bool streaming = false;
+  size_t skip = 0;  // bytes that a server ignoring the Range sends again
 };
 
-size_t append_body(char* data, size_t size, size_t count, void* transfer_in) {
+size_t take_body(char* data, size_t size, size_t count, void* transfer_in) {
   auto& transfer = *static_cast<Transfer*>(transfer_in);
-  std::vector<uint8_t>& body = transfer.response->body;
-  if (!transfer.sized) {
+  HttpResponse& response = *transfer.response;
+  if (!transfer.started) {
+    transfer.started = true;
+    long status = 0;
+    curl_easy_getinfo(transfer.handle, CURLINFO_RESPONSE_CODE, &status);
+    transfer.streaming = transfer.request->on_body && status / 100 == 2;
+    if (transfer.had > 0 && status == 200) transfer.skip = transfer.had;
+    if (status / 100 != 2) response.body.clear();  // an error document, alone
     curl_off_t length = -1;
     curl_easy_getinfo(transfer.handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
-    if (length > 0) body.reserve(body.size() + static_cast<size_t>(length));
-    transfer.sized = true;
+    if (!transfer.streaming && length > 0) response.body.reserve(response.body.size() + static_cast<size_t>(length));
   }
-  body.insert(body.end(), data, data + size * count);
-  return size * count;
+  const size_t total = size * count;
+  const size_t skipped = std::min(total, transfer.skip);
+  transfer.skip -= skipped;
+  const auto* piece = reinterpret_cast<const uint8_t*>(data) + skipped;
+  const size_t bytes = total - skipped;
+  if (!transfer.streaming) {
+    response.body.insert(response.body.end(), piece, piece + bytes);
+  } else if (bytes > 0) {
+    if (!transfer.request->on_body(piece, bytes)) {
+      response.stopped = true;
+      return 0;  // anything but `total` ends the transfer
+    }
+    response.streamed += bytes;
+  }
+  return total;
 }
 
 size_t append_header(char* data, size_t size, size_t count, void* response_in) {
@@ -154,9 +177,12 @@ namespace {
 Attempt try_once(CURL* handle, const std::string& url, const HttpRequest& request, const HttpOptions& options,
                  HttpResponse& response) {
   const bool get = request.method == "GET";
-  const size_t had = get && response.status / 100 == 2 ? response.body.size() : 0;
-  response.body.resize(had);
-  Transfer transfer{handle, &response};
+  // Streamed bytes are never given twice, whatever the last try's status; a body kept here
+  // is continued only after a 2xx (else it is an error document).
+  const size_t kept = get && response.status / 100 == 2 ? response.body.size() : 0;
+  response.body.resize(kept);
+  const size_t had = get ? kept + response.streamed : 0;
+  Transfer transfer{handle, &request, &response, had};
   Upload upload{request.body, request.body_bytes};
   char error[CURL_ERROR_SIZE] = "";
   const long stall = std::max(1L, static_cast<long>(options.timeout + 0.5));
@@ -164,7 +190,7 @@ Attempt try_once(CURL* handle, const std::string& url, const HttpRequest& reques
   for (const auto& header : request.headers) headers = curl_slist_append(headers, header.c_str());
   curl_easy_reset(handle);  // keeps the handle's open connections
   curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, append_body);
+  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, take_body);
   curl_easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, append_header);
   curl_easy_setopt(handle, CURLOPT_HEADERDATA, &response);
@@ -197,12 +223,8 @@ Attempt try_once(CURL* handle, const std::string& url, const HttpRequest& reques
   curl_slist_free_all(headers);
   long status = 0;
   curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
-  if (had > 0 && status == 200) {
-    // A server that ignores the Range sends the whole body again.
-    response.body.erase(response.body.begin(), response.body.begin() + static_cast<std::ptrdiff_t>(had));
-  }
   response.status = had > 0 && status == 206 ? 200 : status;
-  if (code == CURLE_OK) return {true, retryable_status(status), ""};
+  if (code == CURLE_OK || response.stopped) return {true, !response.stopped && retryable_status(status), ""};
   std::string failure = curl_easy_strerror(code);
   if (error[0] != '\0') failure += " (" + std::string(error) + ")";
   if (code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE) {

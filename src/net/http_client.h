@@ -5,6 +5,7 @@
 // requests, transient failures retried, and a GET cut short continued where it stopped.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ struct HttpRequest {
   std::string sigv4;
   std::string user_password;
   bool follow_redirects = true;
+  /// Where a GET's 2xx body goes as it arrives, piece by piece and in order, instead of
+  /// into HttpResponse::body, so that a reader can use the start of a large file before the
+  /// rest is here. A try that continues a cut body gives only the bytes not given before.
+  /// Returning false stops the transfer (HttpResponse::stopped).
+  std::function<bool(const uint8_t*, size_t)> on_body;
 };
 
 struct HttpResponse {
@@ -37,6 +43,9 @@ struct HttpResponse {
   /// How many tries it took, and how long in all: a 5xx after several was given up on.
   int tries = 1;
   double seconds = 0;
+  /// Body bytes given to HttpRequest::on_body, and whether it stopped the transfer.
+  size_t streamed = 0;
+  bool stopped = false;
 };
 
 /// " (gave up after N tries in S s)", for a message about a request that was retried.

@@ -74,6 +74,15 @@ std::vector<uint8_t> S3Client::get(const S3Url& object) const {
   return std::move(response.body);
 }
 
+bool S3Client::stream(const S3Url& object, const std::function<bool(const uint8_t*, size_t)>& arrived) const {
+  net::HttpRequest request = signed_request("GET");
+  request.on_body = arrived;
+  const net::HttpResponse response = http_.perform(url_of(object), request, object.str());
+  if (response.stopped) return false;
+  if (response.status != 200) fail("cannot read", object, response);
+  return true;
+}
+
 std::optional<std::vector<uint8_t>> S3Client::get_if_present(const S3Url& object) const {
   net::HttpResponse response = http_.perform(url_of(object), signed_request("GET"), object.str());
   const std::string xml(response.body.begin(), response.body.end());

@@ -5,6 +5,7 @@
 // pooled, retrying connections.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,7 +46,10 @@ class S3Client {
 
   /// The object's bytes; DataError naming it, S3's error code and the credentials' source.
   std::vector<uint8_t> get(const S3Url& object) const;
-  /// The same, or nullopt when the bucket has no such key.
+  /// The same, given to `arrived` piece by piece as it comes (net::HttpRequest::on_body);
+  /// false when `arrived` stopped it.
+  bool stream(const S3Url& object, const std::function<bool(const uint8_t*, size_t)>& arrived) const;
+  /// The same as get(), or nullopt when the bucket has no such key.
   std::optional<std::vector<uint8_t>> get_if_present(const S3Url& object) const;
   /// Writes `bytes` as the object, which appears whole or not at all: one PUT, or above
   /// multipart_bytes a multipart upload that is aborted when any part fails, so that no

@@ -150,7 +150,8 @@ TEST(ShardDataset, AShardCutShortOrChangedIsNamed) {
   const data::ShardDataset corrupt(out.path(), "test");
   EXPECT_EQ(data_error([&] { corrupt.get(3); }),
             shard + " does not match its checksum in " + out.path() +
-                "/test.index.json: the shard is corrupt or changed since it was packed");
+                "/test.index.json: the shard is corrupt or changed since it was packed (bytes 0 to " +
+                std::to_string(good.size()) + ")");
 }
 
 // With skip_bad_samples the samples of a shard cut short are left out, and the shard is

@@ -134,7 +134,7 @@ PackSummary pack_shards(const Dataset& dataset, const std::string& split, const 
     finish_tar(shard);
     const std::string name = shard_name(split, index.shards.size());
     target->write(name, shard.data(), shard.size());
-    index.shards.push_back({name, shard_samples, shard.size(), crc32_of(shard.data(), shard.size())});
+    index.shards.push_back(shard_entry(name, shard_samples, shard.data(), shard.size()));
     summary.bytes += shard.size();
     shard.clear();
     shard_samples = 0;

@@ -32,14 +32,20 @@ std::string index_file_name(const std::string& split) { return split + ".index.j
 std::string index_to_json(const ShardIndex& index) {
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& shard : index.shards) {
-    shards.push_back(
-        {{"name", shard.name}, {"samples", shard.samples}, {"bytes", shard.bytes}, {"crc32", hex(shard.crc32)}});
+    std::vector<std::string> blocks;
+    for (const uint32_t crc : shard.block_crc32) blocks.push_back(hex(crc));
+    shards.push_back({{"name", shard.name},
+                      {"samples", shard.samples},
+                      {"bytes", shard.bytes},
+                      {"crc32", hex(shard.crc32)},
+                      {"block_crc32", blocks}});
   }
   const nlohmann::json document = {{"format", kFormat},
                                    {"split", index.split},
                                    {"channels", index.channels},
                                    {"classes", index.classes},
                                    {"class_names", index.class_names},
+                                   {"block_bytes", index.block_bytes},
                                    {"shards", shards}};
   return document.dump(1) + "\n";
 }
@@ -57,10 +63,16 @@ ShardIndex index_from_json(const std::string& text, const std::string& source) {
     index.channels = document.at("channels").get<int>();
     index.classes = document.at("classes").get<int64_t>();
     index.class_names = document.value("class_names", std::vector<std::string>{});
+    index.block_bytes = document.value("block_bytes", size_t{0});
+    const auto crc_of = [](const nlohmann::json& text) {
+      return static_cast<uint32_t>(std::stoul(text.get<std::string>(), nullptr, 16));
+    };
     for (const auto& shard : document.at("shards")) {
-      const std::string crc = shard.at("crc32").get<std::string>();
-      index.shards.push_back({shard.at("name").get<std::string>(), shard.at("samples").get<size_t>(),
-                              shard.at("bytes").get<size_t>(), static_cast<uint32_t>(std::stoul(crc, nullptr, 16))});
+      ShardEntry entry{shard.at("name").get<std::string>(), shard.at("samples").get<size_t>(),
+                       shard.at("bytes").get<size_t>(), crc_of(shard.at("crc32"))};
+      for (const auto& crc : shard.value("block_crc32", nlohmann::json::array()))
+        entry.block_crc32.push_back(crc_of(crc));
+      index.shards.push_back(std::move(entry));
     }
   } catch (const std::exception& error) {
     throw refuse(error.what());
@@ -73,8 +85,22 @@ ShardIndex index_from_json(const std::string& text, const std::string& source) {
     if (shard.name.empty() || shard.name.find('/') != std::string::npos || shard.name[0] == '.') {
       throw refuse("shard name '" + shard.name + "' is not a file name beside the index");
     }
+    const size_t blocks = index.block_bytes == 0 ? 0 : (shard.bytes + index.block_bytes - 1) / index.block_bytes;
+    if (!shard.block_crc32.empty() && shard.block_crc32.size() != blocks) {
+      throw refuse("shard " + shard.name + " has " + std::to_string(shard.block_crc32.size()) +
+                   " block checksums, not the " + std::to_string(blocks) + " its " + std::to_string(shard.bytes) +
+                   " bytes make in blocks of " + std::to_string(index.block_bytes));
+    }
   }
   return index;
+}
+
+ShardEntry shard_entry(const std::string& name, size_t samples, const uint8_t* bytes, size_t size) {
+  ShardEntry entry{name, samples, size, crc32_of(bytes, size)};
+  for (size_t start = 0; start < size; start += kCheckBlockBytes) {
+    entry.block_crc32.push_back(crc32_of(bytes + start, std::min(kCheckBlockBytes, size - start)));
+  }
+  return entry;
 }
 
 uint32_t crc32_of(const uint8_t* data, size_t size) {

@@ -16,7 +16,18 @@ struct ShardEntry {
   size_t samples = 0;
   size_t bytes = 0;
   uint32_t crc32 = 0;  // zlib's CRC-32 of the whole file: catches corruption, not tampering
+  /// The CRC-32 of each ShardIndex::block_bytes of the file, so that a reader can check and
+  /// use a shard's start while the rest downloads. Empty in indexes written before them.
+  std::vector<uint32_t> block_crc32;
 };
+
+/// What the index says of a shard's `bytes`, checksums included.
+ShardEntry shard_entry(const std::string& name, size_t samples, const uint8_t* bytes, size_t size);
+
+/// The size of the blocks that shard_entry() checksums one by one: small enough that a
+/// shard's first samples are used soon after its download starts, large enough that a
+/// split of many GB keeps a small index.
+constexpr size_t kCheckBlockBytes = 1 << 20;
 
 struct ShardIndex {
   std::string split;
@@ -24,6 +35,7 @@ struct ShardIndex {
   int64_t classes = 0;
   std::vector<std::string> class_names;  // empty when the packed dataset had none
   std::vector<ShardEntry> shards;
+  size_t block_bytes = kCheckBlockBytes;  // of ShardEntry::block_crc32
 
   size_t samples() const;
 };

@@ -88,38 +88,50 @@ void append_tar_member(std::vector<uint8_t>& archive, const std::string& name, c
 
 void finish_tar(std::vector<uint8_t>& archive) { archive.resize(archive.size() + 2 * kBlock, 0); }
 
-std::vector<TarMember> list_tar(const uint8_t* archive, size_t size, const std::string& source) {
-  std::vector<TarMember> members;
-  std::string previous = "its start";
-  size_t at = 0;
-  while (true) {
-    if (at + kBlock > size) {
-      throw DataError(source + " is cut short after " + previous + " (" + std::to_string(size) +
+TarLister::TarLister(std::string source) : source_(std::move(source)), previous_("its start") {}
+
+std::optional<TarMember> TarLister::next(const uint8_t* archive, size_t available, bool whole) {
+  while (!ended_) {
+    if (at_ + kBlock > available) {
+      if (!whole) return std::nullopt;
+      throw DataError(source_ + " is cut short after " + previous_ + " (" + std::to_string(available) +
                       " bytes, no end-of-archive blocks): a truncated shard");
     }
-    const uint8_t* header = archive + at;
-    if (all_zero(header)) return members;
+    const uint8_t* header = archive + at_;
+    if (all_zero(header)) {
+      ended_ = true;
+      break;
+    }
     std::string name = text_field(header + kName, kNameWidth);
     const std::string prefix = text_field(header + kPrefix, kPrefixWidth);
     if (!prefix.empty() && std::memcmp(header + kMagic, "ustar", 5) == 0) name = prefix + "/" + name;
     uint64_t stored_sum = 0, length = 0;
     if (!read_octal(header + kChecksum, kChecksumWidth, stored_sum) || stored_sum != header_sum(header)) {
-      throw DataError(source + ": the tar header after " + previous + " is corrupt (bad checksum) at byte " +
-                      std::to_string(at));
+      throw DataError(source_ + ": the tar header after " + previous_ + " is corrupt (bad checksum) at byte " +
+                      std::to_string(at_));
     }
     if (!read_octal(header + kSize, kSizeWidth, length)) {
-      throw DataError(source + ": member '" + name + "' has an unreadable size");
+      throw DataError(source_ + ": member '" + name + "' has an unreadable size");
     }
-    const size_t data = at + kBlock;
-    if (length > size - data) {
-      throw DataError(source + ": member '" + name + "' is cut short (" + std::to_string(size - data) + " of " +
+    const size_t data = at_ + kBlock;
+    if (length > available - data) {
+      if (!whole) return std::nullopt;
+      throw DataError(source_ + ": member '" + name + "' is cut short (" + std::to_string(available - data) + " of " +
                       std::to_string(length) + " bytes): a truncated shard");
     }
     const char type = static_cast<char>(header[kType]);
-    if (type == '0' || type == '\0') members.push_back({name, data, static_cast<size_t>(length)});
-    previous = "member '" + name + "'";
-    at = data + padded(static_cast<size_t>(length));
+    previous_ = "member '" + name + "'";
+    at_ = data + padded(static_cast<size_t>(length));
+    if (type == '0' || type == '\0') return TarMember{name, data, static_cast<size_t>(length)};
   }
+  return std::nullopt;
+}
+
+std::vector<TarMember> list_tar(const uint8_t* archive, size_t size, const std::string& source) {
+  TarLister lister(source);
+  std::vector<TarMember> members;
+  while (auto member = lister.next(archive, size, true)) members.push_back(std::move(*member));
+  return members;
 }
 
 }  // namespace lockstep::data

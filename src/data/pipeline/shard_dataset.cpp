@@ -1,5 +1,5 @@
-// ShardDataset: a split's shards, each read whole when first needed, checked against the
-// index and kept in memory while the sampler walks it.
+// ShardDataset: a split's shards, each read when first needed, used as it arrives and
+// checked against the index, and kept in memory while the sampler walks it.
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,70 +12,16 @@
 #include <map>
 #include <mutex>
 
+#include "data/pipeline/arriving_shard.h"
 #include "data/sources/byte_source.h"
 #include "data/formats/npy_format.h"
 #include "data/formats/shard_index.h"
-#include "data/formats/tar_format.h"
 #include "lockstep/data/jpeg.h"
 #include "lockstep/data/shards.h"
 #include "lockstep/error.h"
 
 namespace lockstep::data {
 namespace {
-
-// One sample's members inside its shard.
-struct SampleMembers {
-  std::string key;
-  TarMember image;
-  std::string image_kind;  // "jpg" or "npy"
-  TarMember label;
-};
-
-struct LoadedShard {
-  std::vector<uint8_t> bytes;
-  std::vector<SampleMembers> samples;
-};
-using ShardFuture = std::shared_future<std::shared_ptr<const LoadedShard>>;
-
-// WebDataset's convention: a member's key is its path up to the first dot of its file
-// name, and the rest is its kind (000123.cls, 000123.jpg).
-std::pair<std::string, std::string> key_and_kind(const std::string& name) {
-  const size_t slash = name.rfind('/');
-  const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
-  if (dot == std::string::npos) return {name, ""};
-  std::string kind = name.substr(dot + 1);
-  std::transform(kind.begin(), kind.end(), kind.begin(), [](unsigned char c) { return std::tolower(c); });
-  return {name.substr(0, dot), kind};
-}
-
-std::vector<SampleMembers> group_samples(const std::vector<TarMember>& members, const std::string& shard) {
-  std::vector<SampleMembers> samples;
-  std::vector<bool> has_label;
-  for (const TarMember& member : members) {
-    const auto [key, kind] = key_and_kind(member.name);
-    if (samples.empty() || samples.back().key != key) {
-      samples.push_back({key, {}, "", {}});
-      has_label.push_back(false);
-    }
-    SampleMembers& sample = samples.back();
-    if (kind == "jpg" || kind == "jpeg" || kind == "npy") {
-      sample.image = member;
-      sample.image_kind = kind == "npy" ? "npy" : "jpg";
-    } else if (kind == "cls") {
-      sample.label = member;
-      has_label.back() = true;
-    } else if (kind == "png") {
-      throw DataError(shard + " member " + member.name +
-                      ": PNG is not read (none of lockstep's dependencies decodes it); pack images as JPEG or .npy");
-    }
-  }
-  for (size_t i = 0; i < samples.size(); ++i) {
-    if (samples[i].image_kind.empty())
-      throw DataError(shard + " sample " + samples[i].key + " has no .jpg or .npy member");
-    if (!has_label[i]) throw DataError(shard + " sample " + samples[i].key + " has no .cls member");
-  }
-  return samples;
-}
 
 int64_t parse_label(const uint8_t* text, size_t size, int64_t classes, const std::string& source) {
   std::string digits(reinterpret_cast<const char*>(text), size);
@@ -142,7 +88,7 @@ ShardIndex index_by_reading(const ByteSource& source, const std::string& pattern
                            ? static_cast<int>(decode_npy_image(bytes.data() + image.offset, image.size, shard).size(0))
                            : 3;
     }
-    index.shards.push_back({name, samples.size(), bytes.size(), crc32_of(bytes.data(), bytes.size())});
+    index.shards.push_back(shard_entry(name, samples.size(), bytes.data(), bytes.size()));
   }
   return index;
 }
@@ -158,10 +104,18 @@ struct ShardDataset::State {
   std::vector<size_t> first_sample;  // of each shard, and the total at the end
 
   std::mutex mutex;
-  std::map<size_t, ShardFuture> in_memory;  // by shard number, loaded or being loaded
-  std::list<size_t> recency;                // most recently used first
+  std::map<size_t, std::shared_ptr<ArrivingShard>> in_memory;  // by shard number, loaded or arriving
+  std::list<size_t> recency;                                   // most recently used first
   size_t bytes_in_memory = 0;
   std::atomic<int64_t> reads{0};
+  std::atomic<bool> closing{false};
+  std::vector<std::future<void>> downloads;  // under `mutex`; waited for before the members go
+
+  ~State() {
+    closing = true;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& download : downloads) download.wait();
+  }
 
   size_t shard_of(size_t index) const {
     return static_cast<size_t>(std::upper_bound(first_sample.begin(), first_sample.end(), index) -
@@ -169,70 +123,70 @@ struct ShardDataset::State {
            1;
   }
 
-  // A cached copy that fails its checks is dropped and read again from the origin, once.
-  std::shared_ptr<const LoadedShard> load(size_t shard) {
-    try {
-      return load_once(shard);
-    } catch (const DataError&) {
-      if (shards == source) throw;
-      shards->drop_copy(index.shards[shard].name);
-      return load_once(shard);
-    }
-  }
-
-  std::shared_ptr<const LoadedShard> load_once(size_t shard) {
-    const ShardEntry& entry = index.shards[shard];
-    const std::string where = source->locate(entry.name);
-    auto loaded = std::make_shared<LoadedShard>();
-    loaded->bytes = shards->read(entry.name);
-    ++reads;
-    if (loaded->bytes.size() != entry.bytes) {
-      throw DataError(where + " has " + std::to_string(loaded->bytes.size()) + " bytes, but " + index_file + " says " +
-                      std::to_string(entry.bytes) + ": the shard was cut short or changed since it was packed");
-    }
-    const uint32_t crc = crc32_of(loaded->bytes.data(), loaded->bytes.size());
-    if (crc != entry.crc32) {
-      throw DataError(where + " does not match its checksum in " + index_file +
-                      ": the shard is corrupt or changed since it was packed");
-    }
-    loaded->samples = group_samples(list_tar(loaded->bytes.data(), loaded->bytes.size(), where), where);
-    if (loaded->samples.size() != entry.samples) {
-      throw DataError(where + " holds " + std::to_string(loaded->samples.size()) + " samples, but " + index_file +
-                      " says " + std::to_string(entry.samples));
-    }
-    return loaded;
-  }
-
-  // The shard from memory, or read once however many loader threads ask for it at once.
-  std::shared_ptr<const LoadedShard> shard(size_t number) {
-    std::unique_lock<std::mutex> lock(mutex);
+  // The shard from memory, or a download of it started, however many loader threads ask
+  // for it at once.
+  std::shared_ptr<ArrivingShard> shard(size_t number) {
+    std::lock_guard<std::mutex> lock(mutex);
     if (auto found = in_memory.find(number); found != in_memory.end()) {
       recency.remove(number);
       recency.push_front(number);
-      ShardFuture future = found->second;
-      lock.unlock();
-      return future.get();
+      return found->second;
     }
-    std::promise<std::shared_ptr<const LoadedShard>> promise;
-    ShardFuture future = promise.get_future().share();
-    in_memory.emplace(number, future);
+    const ShardEntry& entry = index.shards[number];
+    auto arriving = std::make_shared<ArrivingShard>(entry, index.block_bytes, source->locate(entry.name), index_file);
+    in_memory.emplace(number, arriving);
     recency.push_front(number);
-    bytes_in_memory += index.shards[number].bytes;
+    bytes_in_memory += entry.bytes;
     while (bytes_in_memory > options.memory_bytes() && recency.size() > 1) {
       const size_t oldest = recency.back();
       recency.pop_back();
       in_memory.erase(oldest);
       bytes_in_memory -= index.shards[oldest].bytes;
     }
-    lock.unlock();
-    try {
-      promise.set_value(load(number));
-    } catch (...) {
-      // Remembered like a loaded shard, so that the shard's other samples fail at once
-      // (skip_bad_samples leaves them out) rather than each read it again with retries.
-      promise.set_exception(std::current_exception());
+    downloads.erase(std::remove_if(downloads.begin(), downloads.end(),
+                                   [](const std::future<void>& download) {
+                                     return download.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+                                   }),
+                    downloads.end());
+    // A thread of its own, so that loader threads decode the shard's start meanwhile.
+    downloads.push_back(std::async(std::launch::async, [this, number, arriving] { download(number, *arriving); }));
+    return arriving;
+  }
+
+  // Streams the shard in. A cached copy that fails its checks is dropped and the shard read
+  // again from the origin, once. A failure, once given up, is kept by the shard like its
+  // bytes, so that its other samples fail at once (skip_bad_samples leaves them out) rather
+  // than each read it again with retries.
+  void download(size_t number, ArrivingShard& shard) {
+    const std::string& name = index.shards[number].name;
+    const auto arrive = [&](const uint8_t* bytes, size_t size) { return !closing && shard.arrive(bytes, size); };
+    for (ByteSource* from : {shards.get(), source.get()}) {
+      std::exception_ptr error;
+      shard.start_over();
+      ++reads;
+      try {
+        if (from->stream(name, arrive) && shard.finish()) return;
+        error = shard.problem() ? shard.problem()
+                                : std::make_exception_ptr(DataError(from->locate(name) + ": the dataset was closed"));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (from == source.get() || closing || !is_data_error(error)) {
+        shard.fail(error);
+        return;
+      }
+      shards->drop_copy(name);
     }
-    return future.get();
+  }
+
+  static bool is_data_error(const std::exception_ptr& error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const DataError&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
   }
 };
 
@@ -307,10 +261,10 @@ Sample ShardDataset::get(size_t index) const {
   State& s = *state_;
   if (index >= size()) throw DataError(describe(0) + ": example " + std::to_string(index) + " is past the split's end");
   const size_t number = s.shard_of(index);
-  const std::shared_ptr<const LoadedShard> shard = s.shard(number);
-  const SampleMembers& members = shard->samples[index - s.first_sample[number]];
+  const std::shared_ptr<const ArrivingShard> shard = s.shard(number);
+  const SampleMembers members = shard->sample(index - s.first_sample[number]);
   const std::string where = s.source->locate(s.index.shards[number].name) + " member " + members.key;
-  const uint8_t* bytes = shard->bytes.data();
+  const uint8_t* bytes = shard->bytes();
 
   Sample sample;
   if (members.image_kind == "jpg") {

@@ -5,6 +5,7 @@
 // new scheme (s3://) is one more implementation of read().
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,14 @@ class ByteSource {
   /// The whole of file `name` (relative to the folder); DataError naming locate(name) when
   /// it cannot be read. Safe to call from several threads at once.
   virtual std::vector<uint8_t> read(const std::string& name) const = 0;
+  /// Gives file `name`'s bytes to `arrived` in order, piece by piece as they come, so that
+  /// a reader can use the start of a large file before the rest is here. `arrived` returns
+  /// false to stop; stream() then returns false. The default gives read() in one piece.
+  using Arrived = std::function<bool(const uint8_t*, size_t)>;
+  virtual bool stream(const std::string& name, const Arrived& arrived) const {
+    const std::vector<uint8_t> bytes = read(name);
+    return arrived(bytes.data(), bytes.size());
+  }
   /// Where `name` is, for messages: a path or a URL.
   virtual std::string locate(const std::string& name) const = 0;
   /// Drops any copy kept of `name` (a cached copy that failed its checks).

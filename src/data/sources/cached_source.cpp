@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 #include <unistd.h>
 
@@ -28,20 +29,22 @@ class CachedSource : public ByteSource {
   }
 
   std::vector<uint8_t> read(const std::string& name) const override {
-    const fs::path copy = folder_ / name;
-    std::ifstream file(copy, std::ios::binary | std::ios::ate);
-    if (file) {
-      std::vector<uint8_t> bytes(static_cast<size_t>(file.tellg()));
-      file.seekg(0);
-      if (file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
-        std::error_code ignored;
-        fs::last_write_time(copy, fs::file_time_type::clock::now(), ignored);  // recently used
-        return bytes;
-      }
-    }
+    if (auto bytes = copy_of(name)) return std::move(*bytes);
     std::vector<uint8_t> bytes = origin_->read(name);
-    keep(copy, bytes);
+    keep(folder_ / name, bytes);
     return bytes;
+  }
+
+  // A copy in one piece; else the origin's pieces as they come, kept once all are here.
+  bool stream(const std::string& name, const Arrived& arrived) const override {
+    if (auto bytes = copy_of(name)) return arrived(bytes->data(), bytes->size());
+    std::vector<uint8_t> bytes;
+    const bool whole = origin_->stream(name, [&](const uint8_t* piece, size_t size) {
+      bytes.insert(bytes.end(), piece, piece + size);
+      return arrived(piece, size);
+    });
+    if (whole) keep(folder_ / name, bytes);
+    return whole;
   }
 
   std::string locate(const std::string& name) const override { return origin_->locate(name); }
@@ -52,6 +55,20 @@ class CachedSource : public ByteSource {
   }
 
  private:
+  std::optional<std::vector<uint8_t>> copy_of(const std::string& name) const {
+    const fs::path copy = folder_ / name;
+    std::ifstream file(copy, std::ios::binary | std::ios::ate);
+    if (!file) return std::nullopt;
+    std::vector<uint8_t> bytes(static_cast<size_t>(file.tellg()));
+    file.seekg(0);
+    if (!file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
+      return std::nullopt;
+    }
+    std::error_code ignored;
+    fs::last_write_time(copy, fs::file_time_type::clock::now(), ignored);  // recently used
+    return bytes;
+  }
+
   // Written under a name of this process's and renamed, so that workers sharing the cache
   // never read a half-written copy. A copy that cannot be written only costs a later read
   // from the origin.

@@ -23,6 +23,10 @@ class S3Folder : public ByteSource {
 
   std::vector<uint8_t> read(const std::string& name) const override { return client_.get(prefix_.child(name)); }
 
+  bool stream(const std::string& name, const Arrived& arrived) const override {
+    return client_.stream(prefix_.child(name), arrived);
+  }
+
   std::string locate(const std::string& name) const override { return prefix_.child(name).str(); }
 
  private:
