@@ -93,13 +93,18 @@ TEST(RemoteShards, NotFoundAndForbiddenAreNamedAndNotRetried) {
   EXPECT_EQ(counting.requests(), 2);
 }
 
-// Each fault spoils the first requests; the reads retry and end with the samples on disk.
+// Each fault spoils the first requests; the reads retry and end with the samples on disk,
+// also where a cut body is continued by a server that ignores Range (and sends it all again).
 TEST(RemoteShards, ResetsMidBodyAnd503sAndStallsAreRetriedToTheSameSamples) {
   PackedSplit split;
   NginxServer http(split.folder.path(), false);
   ASSERT_TRUE(http.available()) << http.why_not();
-  for (const Fault fault : {Fault::kCloseMidBody, Fault::kAnswer503, Fault::kStall}) {
-    SCOPED_TRACE(fault == Fault::kCloseMidBody ? "closed mid-body" : fault == Fault::kAnswer503 ? "503" : "stalled");
+  for (const Fault fault :
+       {Fault::kCloseMidBody, Fault::kCloseMidBodyIgnoringRange, Fault::kAnswer503, Fault::kStall}) {
+    SCOPED_TRACE(fault == Fault::kCloseMidBody                ? "closed mid-body"
+                 : fault == Fault::kCloseMidBodyIgnoringRange ? "closed mid-body, then Range ignored"
+                 : fault == Fault::kAnswer503                 ? "503"
+                                                              : "stalled");
     // A stall costs a whole timeout before it is retried, and the retries of one read get
     // 4 x timeout in all: one stall, against three of the quick faults.
     const int spoiled = fault == Fault::kStall ? 1 : 3;

@@ -48,7 +48,13 @@ void FaultProxy::answer(int client, const std::string& head, int number) {
       if (readable(client) && recv(client, &byte, 1, 0) <= 0) break;
     }
   } else {
-    const std::string answer = ask_upstream(upstream_port_, head);
+    std::string asked = head;
+    if (fault_ == Fault::kCloseMidBodyIgnoringRange) {
+      // Without its Range line: the whole body again, with 200 (as some servers answer).
+      const size_t range = asked.find("\r\nRange:");
+      if (range != std::string::npos) asked.erase(range, asked.find("\r\n", range + 2) - range);
+    }
+    const std::string answer = ask_upstream(upstream_port_, asked);
     if (spoil) {
       const size_t body = answer.find("\r\n\r\n") + 4;
       send_all(client, answer.substr(0, body + (answer.size() - body) / 2));

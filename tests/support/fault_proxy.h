@@ -8,9 +8,10 @@ namespace lockstep::testing {
 
 /// What a FaultProxy does to the requests it spoils.
 enum class Fault {
-  kCloseMidBody,  // sends the response head and half the body, then closes the connection
-  kAnswer503,     // answers 503 Service Unavailable (with S3's SlowDown body) without asking the server
-  kStall,         // reads the request and never answers
+  kCloseMidBody,               // sends the response head and half the body, then closes the connection
+  kCloseMidBodyIgnoringRange,  // the same, and then answers as a server that ignores Range
+  kAnswer503,                  // answers 503 Service Unavailable (with S3's SlowDown body) without asking the server
+  kStall,                      // reads the request and never answers
 };
 
 /// An HTTP proxy on 127.0.0.1 in front of a real server (nginx, the S3 gateway, on
