@@ -31,14 +31,16 @@ test: test-deps build
 cuda-syntax: configure
 	cmake --build $(BUILD) --target cuda_syntax
 
-# Replicas on threads (the in-process group and DDP on it) under ThreadSanitizer: any
-# report fails the test.
-TSAN_TESTS = replicas_tests ddp_replicas_tests ddp_worker
+# Replicas on threads (the in-process group and DDP on it), and shards used by loader
+# threads while a thread of their own downloads them, under ThreadSanitizer: any report
+# fails the test.
+TSAN_TESTS = replicas_tests ddp_replicas_tests ddp_worker data_tests
+TSAN_RUN = Replicas|ArrivingShard|ShardDataset\.|RemoteShards\.FromNginx
 test-tsan: deps
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_SANITIZE=thread
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  ctest --test-dir $(BUILD)-tsan -R 'Replicas' --output-on-failure -j $(JOBS)
+	  ctest --test-dir $(BUILD)-tsan -R '$(TSAN_RUN)' --output-on-failure -j $(JOBS)
 
 # The suite against Debian 13's libtorch 2.6, in a Debian 13 root made (once per machine)
 # with debootstrap: as root or with sudo.
