@@ -149,29 +149,33 @@ struct ShardDataset::State {
                                    }),
                     downloads.end());
     // A thread of its own, so that loader threads decode the shard's start meanwhile.
-    downloads.push_back(std::async(std::launch::async, [this, number, arriving] { download(number, *arriving); }));
+    try {
+      downloads.push_back(std::async(std::launch::async, [this, number, arriving] { download(number, *arriving); }));
+    } catch (...) {
+      arriving->fail(std::current_exception());  // no thread to be had: its waits throw why
+    }
     return arriving;
   }
 
   // Streams the shard in. A cached copy that fails its checks is dropped and the shard read
-  // again from the origin, once. A failure, once given up, is kept by the shard like its
-  // bytes, so that its other samples fail at once (skip_bad_samples leaves them out) rather
-  // than each read it again with retries.
+  // again (from the origin, and kept anew), once. A failure, once given up, is kept by the
+  // shard like its bytes, so that its other samples fail at once (skip_bad_samples leaves
+  // them out) rather than each read it again with retries.
   void download(size_t number, ArrivingShard& shard) {
     const std::string& name = index.shards[number].name;
     const auto arrive = [&](const uint8_t* bytes, size_t size) { return !closing && shard.arrive(bytes, size); };
-    for (ByteSource* from : {shards.get(), source.get()}) {
+    for (int read = 1;; ++read) {
       std::exception_ptr error;
       shard.start_over();
       ++reads;
       try {
-        if (from->stream(name, arrive) && shard.finish()) return;
+        if (shards->stream(name, arrive) && shard.finish()) return;
         error = shard.problem() ? shard.problem()
-                                : std::make_exception_ptr(DataError(from->locate(name) + ": the dataset was closed"));
+                                : std::make_exception_ptr(DataError(source->locate(name) + ": the dataset was closed"));
       } catch (...) {
         error = std::current_exception();
       }
-      if (from == source.get() || closing || !is_data_error(error)) {
+      if (read == 2 || shards == source || closing || !is_data_error(error)) {
         shard.fail(error);
         return;
       }
