@@ -207,6 +207,14 @@ TEST(ShardDataset, AMissingOrBadIndexIsNamed) {
   std::ofstream(out.path() + "/train.index.json") << R"({"format": "lockstep shards 1", "split": "train"})";
   EXPECT_TRUE(contains(data_error([&] { data::ShardDataset(out.path(), "train"); }),
                        out.path() + "/train.index.json is not a lockstep shard index: "));
+  std::ofstream(out.path() + "/train.index.json")
+      << R"({"format": "lockstep shards 1", "split": "train", "channels": 1, "classes": 10, "block_bytes": 1048576,)"
+      << R"("shards": [{"name": "train-0.tar", "samples": 2, "bytes": 3000, "crc32": "00000000",)"
+      << R"("block_crc32": ["00000000", "00000000"]}]})";
+  EXPECT_EQ(data_error([&] { data::ShardDataset(out.path(), "train"); }),
+            out.path() +
+                "/train.index.json is not a lockstep shard index: shard train-0.tar has 2 block checksums, not the 1 "
+                "its 3000 bytes make in blocks of 1048576");
   const auto registry = shards_registry(out.path());
   EXPECT_TRUE(contains(data::check_readable(registry.at("packed")), out.path() + "/test.index.json"));
 }
