@@ -7,6 +7,7 @@
 
 #include <torch/serialize/archive.h>
 
+#include "data/pipeline/epoch_orders.h"
 #include "data/pipeline/portable_random.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
@@ -42,20 +43,6 @@ void check_options(const SamplerOptions& options) {
   }
 }
 
-// The epoch's global order: a Fisher-Yates shuffle driven by draw_below(), not by
-// std::uniform_int_distribution, whose output differs between standard libraries; the
-// same (seed, epoch) must give the same order on every machine of a job.
-std::vector<size_t> epoch_order(size_t size, bool shuffle, uint64_t seed, int64_t epoch) {
-  std::vector<size_t> order(size);
-  std::iota(order.begin(), order.end(), size_t{0});
-  if (!shuffle) return order;
-  std::mt19937_64 engine(mix_seed({seed, static_cast<uint64_t>(epoch)}));
-  for (size_t i = size - 1; i > 0; --i) {
-    std::swap(order[i], order[draw_below(engine, i + 1)]);
-  }
-  return order;
-}
-
 void check_shard_sizes(const SamplerOptions& options, size_t dataset_size) {
   if (options.shard_sizes().empty()) return;
   size_t total = 0;
@@ -67,20 +54,6 @@ void check_shard_sizes(const SamplerOptions& options, size_t dataset_size) {
     throw ConfigError("DistributedSampler: shard_sizes add up to " + std::to_string(total) +
                       " examples, not the dataset's " + std::to_string(dataset_size));
   }
-}
-
-// The walk cut into windows of `window` samples, each shuffled whole. Unlike a streaming
-// shuffle buffer, whose samples can linger for any number of draws, a window never holds a
-// sample back: reads touch at most the shards one window spans, and a shard is done with
-// once the walk has passed it, so memory for those shards is enough to read each once.
-std::vector<size_t> shuffled_in_windows(std::vector<size_t> walk, size_t window, uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  window = std::max<size_t>(window, 1);
-  for (size_t start = 0; start < walk.size(); start += window) {
-    const size_t end = std::min(start + window, walk.size());
-    for (size_t i = end - 1; i > start; --i) std::swap(walk[i], walk[start + draw_below(engine, i - start + 1)]);
-  }
-  return walk;
 }
 
 [[noreturn]] void too_small_for_drop_last(size_t samples, size_t world, size_t batch) {
