@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -105,6 +106,32 @@ TEST(Loader, OutputDoesNotDependOnThreads) {
       EXPECT_TRUE(torch::equal(runs[run][b].labels, runs[0][b].labels)) << "run " << run << " batch " << b;
     }
   }
+}
+
+// With a global batch a sample's augmentation comes from its own id: the same image whether
+// one rank reads it or either of two.
+TEST(Loader, WithAGlobalBatchASampleIsAugmentedAlikeOnAnyWorldSize) {
+  auto dataset = std::make_shared<CountingDataset>(48);
+  const auto images_by_label = [&](int rank, int world) {
+    PrefetchLoader loader(dataset,
+                          LoaderOptions()
+                              .sampler(SamplerOptions().rank(rank).world_size(world).global_batch_size(8).seed(3))
+                              .transform(compose({random_crop(4, 1), horizontal_flip()}))
+                              .threads(1));
+    loader.set_epoch(1);
+    std::map<int64_t, torch::Tensor> images;
+    while (auto batch = loader.next()) {
+      for (int64_t i = 0; i < batch->labels.size(0); ++i) images[batch->labels[i].item<int64_t>()] = batch->images[i];
+    }
+    return images;
+  };
+  const auto one = images_by_label(0, 1);
+  ASSERT_EQ(one.size(), 48u);
+  auto two = images_by_label(0, 2);
+  const auto other = images_by_label(1, 2);
+  two.insert(other.begin(), other.end());
+  ASSERT_EQ(two.size(), 48u);
+  for (const auto& [label, image] : one) EXPECT_TRUE(torch::equal(image, two.at(label))) << "sample " << label;
 }
 
 TEST(Loader, SetEpochCanStartAtALaterBatch) {

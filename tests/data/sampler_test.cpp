@@ -201,6 +201,102 @@ TEST(Sampler, LoadRejectsAnotherWorld) {
   expect_config_error([&] { other.load(in); }, "world_size 3");
 }
 
+SamplerOptions global_options(int rank, int world, size_t global_batch = 48) {
+  return SamplerOptions().rank(rank).world_size(world).global_batch_size(global_batch).seed(3);
+}
+
+std::vector<size_t> sorted(std::vector<size_t> values) {
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+// With a global batch the steps belong to the data: worlds of 1, 2, 3 and 5 ranks train the
+// same samples at every step, each sample once an epoch.
+TEST(Sampler, AGlobalBatchTrainsTheSameSamplesAtEveryStepOnAnyWorldSize) {
+  for (const int64_t epoch : {0, 1}) {
+    DistributedSampler one(500, global_options(0, 1));
+    one.set_epoch(epoch);
+    const Batches whole = take_all(one);
+    ASSERT_EQ(whole.size(), 11u);  // 10 steps of 48 and one of 20
+    std::vector<size_t> epoch_samples;
+    for (const auto& step : whole) epoch_samples.insert(epoch_samples.end(), step.begin(), step.end());
+    EXPECT_TRUE(is_permutation_of_range(epoch_samples));
+    for (const int world : {2, 3, 5}) {
+      std::vector<DistributedSampler> ranks;
+      for (int rank = 0; rank < world; ++rank) {
+        ranks.emplace_back(500, global_options(rank, world));
+        ranks.back().set_epoch(epoch);
+        ASSERT_EQ(ranks.back().batches_per_epoch(), 11u);
+      }
+      for (size_t step = 0; step < whole.size(); ++step) {
+        std::vector<size_t> together;
+        for (auto& rank : ranks) {
+          const auto part = rank.next(rank.options().batch_size());
+          ASSERT_TRUE(part.has_value());
+          together.insert(together.end(), part->begin(), part->end());
+        }
+        EXPECT_EQ(sorted(together), sorted(whole[step])) << "world " << world << ", step " << step;
+      }
+    }
+  }
+}
+
+// Saved mid-epoch on 2 ranks, loaded on 3: the remaining steps are those of the run that
+// went on, and another global batch or dataset is refused naming both values.
+TEST(Sampler, AGlobalBatchResumesMidEpochOnAnotherWorldSize) {
+  DistributedSampler saved_on_two(500, global_options(1, 2));
+  saved_on_two.set_epoch(2);
+  for (int step = 0; step < 4; ++step) saved_on_two.next(64);
+  std::stringstream stream;
+  torch::serialize::OutputArchive out;
+  saved_on_two.save(out);
+  out.save_to(stream);
+  const std::string saved = stream.str();
+  const auto archive = [&] {
+    auto in = std::make_unique<torch::serialize::InputArchive>();
+    std::stringstream copy(saved);
+    in->load_from(copy);
+    return in;
+  };
+
+  DistributedSampler one(500, global_options(0, 1));
+  one.set_epoch(2);
+  const Batches whole = take_all(one);
+  std::vector<std::vector<size_t>> rest(whole.size());
+  for (int rank = 0; rank < 3; ++rank) {
+    DistributedSampler resumed(500, global_options(rank, 3));
+    resumed.load(*archive());
+    EXPECT_EQ(resumed.epoch(), 2);
+    EXPECT_EQ(resumed.batches_taken(), 4u);
+    size_t step = 4;
+    while (auto part = resumed.next(64)) {
+      rest[step].insert(rest[step].end(), part->begin(), part->end());
+      ++step;
+    }
+    EXPECT_EQ(step, whole.size());
+  }
+  for (size_t step = 4; step < whole.size(); ++step) EXPECT_EQ(sorted(rest[step]), sorted(whole[step])) << step;
+
+  DistributedSampler other_batch(500, global_options(0, 3, 32));
+  expect_config_error([&] { other_batch.load(*archive()); },
+                      "DistributedSampler::load: the checkpoint was saved with global_batch_size 48, but this sampler "
+                      "has 32; resume with the same global_batch_size");
+  DistributedSampler other_data(499, global_options(0, 3));
+  expect_config_error([&] { other_data.load(*archive()); },
+                      "the checkpoint was saved with dataset_size 500, but this sampler has 499");
+  DistributedSampler per_rank(500, options_for(0, 2, 24));
+  expect_config_error([&] { per_rank.load(*archive()); },
+                      "the checkpoint was saved with global_batch_size 48, but this sampler has 0");
+}
+
+TEST(Sampler, AGlobalBatchSmallerThanTheWorldIsRefused) {
+  expect_config_error(
+      [] { DistributedSampler(500, global_options(0, 5, 4)); },
+      "global batch size 4 is smaller than the 5 workers: each worker needs at least one sample a step");
+  // 5 ranks share 12 partitions unevenly: with 5 samples a step one of them gets none.
+  expect_config_error([] { DistributedSampler(500, global_options(0, 5, 5)); }, "no sample at step");
+}
+
 TEST(Sampler, ResetRewindsAndTakesANewSize) {
   DistributedSampler sampler(20, options_for(0, 2, 3));
   const Batches first = take_all(sampler);

@@ -34,6 +34,16 @@ struct SamplerOptions {
   /// memory (ShardOptions::memory_bytes) for each shard to be read once per epoch. 1000
   /// spans two or three 64 MB shards of ImageNet-sized JPEGs.
   TORCH_ARG(size_t, shuffle_window) = 1000;
+  /// Samples per step over all ranks together; 0 (the default) for batch_size per rank.
+  /// With it the order belongs to the data: which samples each step trains comes from
+  /// (seed, epoch, step) alone, whatever world_size, each rank takes its part of them
+  /// (parts differ by about one sample; batch_size is not used), and a mid-epoch position
+  /// saved on one world size loads on another. docs/DATA.md says how shards are shared.
+  TORCH_ARG(size_t, global_batch_size) = 0;
+  /// The canonical partitions a global batch's order is cut into: a rank of world_size M
+  /// owns partitions/M of them and reads only their shards where M divides it. Fixed for a
+  /// run's life.
+  TORCH_ARG(size_t, partitions) = 12;
 };
 
 /// Each rank's share of a dataset for one epoch: a global permutation from (seed, epoch),
@@ -58,6 +68,8 @@ class DistributedSampler : public torch::data::samplers::Sampler<> {
   /// Where this rank's sample `indices()[local_position]` sits in the padded epoch order:
   /// unique across ranks, for seeding per-sample randomness.
   size_t global_position(size_t local_position) const;
+  /// Batch `batch`'s stretch of indices(): [batch_begin(batch), batch_begin(batch + 1)).
+  size_t batch_begin(size_t batch) const;
   size_t batches_per_epoch() const;
   /// Samples this rank takes per epoch, padding included.
   size_t samples_per_rank() const { return indices_.size(); }
@@ -73,19 +85,26 @@ class DistributedSampler : public torch::data::samplers::Sampler<> {
   /// batch count and drop_last's full batches hold; give a torch::data::DataLoader the same.
   torch::optional<std::vector<size_t>> next(size_t batch_size) override;
   /// Stores the epoch and position (and the dataset size and world size, which load()
-  /// checks); load() recomputes that epoch's indices and resumes at the stored batch.
+  /// checks); load() recomputes that epoch's indices and resumes at the stored batch. With
+  /// a global batch the position is the step, and load() takes it on any world size (the
+  /// global batch and partitions must be the same).
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
 
  private:
   void fill_indices();
   void fill_indices_by_shard();
+  void fill_indices_by_global_step();
+  void load_global_step(torch::serialize::InputArchive& archive, int64_t saved_size, int64_t saved_batch);
+  bool global() const { return options_.global_batch_size() > 0; }
 
   size_t dataset_size_;
   SamplerOptions options_;
   int64_t epoch_ = 0;
   size_t next_ = 0;
+  size_t next_batch_ = 0;  // with a global batch, where batches may be empty or uneven
   std::vector<size_t> indices_;
+  std::vector<size_t> batch_starts_;  // with a global batch: each step's start, then the end
 };
 
 }  // namespace lockstep::data

@@ -17,7 +17,7 @@ std::string text(size_t value) { return std::to_string(value); }
 
 }  // namespace
 
-GlobalOrder::GlobalOrder(size_t dataset_size, GlobalOrderOptions options)
+GlobalOrder::GlobalOrder(size_t dataset_size, GlobalOrderOptions options, int64_t epoch)
     : dataset_size_(dataset_size), options_(std::move(options)) {
   if (dataset_size_ == 0) throw ConfigError("GlobalOrder: the dataset has no examples");
   if (options_.global_batch_size() == 0) throw ConfigError("GlobalOrder: global_batch_size 0 must be at least 1");
@@ -36,7 +36,7 @@ GlobalOrder::GlobalOrder(size_t dataset_size, GlobalOrderOptions options)
     throw ConfigError("GlobalOrder: shard_sizes add up to " + text(total) + " examples, not the dataset's " +
                       text(dataset_size_));
   }
-  set_epoch(0);
+  set_epoch(epoch);
 }
 
 void GlobalOrder::set_epoch(int64_t epoch) {
@@ -79,7 +79,8 @@ size_t GlobalOrder::taken(size_t partition, size_t k) const {
   return scaled(k, starts_[partition + 1], dataset_size_) - scaled(k, starts_[partition], dataset_size_);
 }
 
-std::vector<size_t> GlobalOrder::part(size_t step, size_t rank, size_t world) const {
+template <typename Take>
+void GlobalOrder::for_each_stretch(size_t step, size_t rank, size_t world, const Take& take) const {
   const size_t batch = options_.global_batch_size(), partitions = options_.partitions();
   if (world > batch) {
     throw ConfigError("global batch size " + text(batch) + " is smaller than the " + text(world) +
@@ -96,15 +97,25 @@ std::vector<size_t> GlobalOrder::part(size_t step, size_t rank, size_t world) co
     const size_t start = p * world;
     return std::min(std::max(bound, start), start + world) - start;
   };
-  std::vector<size_t> samples;
   const size_t first = rank * partitions / world, last = ((rank + 1) * partitions + world - 1) / world;
   for (size_t p = first; p < last; ++p) {
     const size_t low = taken(p, before), count = taken(p, after) - low;
-    const size_t from = low + count * share(rank * partitions, p) / world;
-    const size_t to = low + count * share((rank + 1) * partitions, p) / world;
-    for (size_t i = from; i < to; ++i) samples.push_back(order_[starts_[p] + i]);
+    take(p, low + count * share(rank * partitions, p) / world, low + count * share((rank + 1) * partitions, p) / world);
   }
+}
+
+std::vector<size_t> GlobalOrder::part(size_t step, size_t rank, size_t world) const {
+  std::vector<size_t> samples;
+  for_each_stretch(step, rank, world, [&](size_t p, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) samples.push_back(order_[starts_[p] + i]);
+  });
   return samples;
+}
+
+size_t GlobalOrder::part_size(size_t step, size_t rank, size_t world) const {
+  size_t size = 0;
+  for_each_stretch(step, rank, world, [&](size_t, size_t from, size_t to) { size += to - from; });
+  return size;
 }
 
 }  // namespace lockstep::data

@@ -47,9 +47,9 @@ struct GlobalOrderOptions {
 
 class GlobalOrder {
  public:
-  /// ConfigError for an empty dataset, a global batch or partitions of 0, or shard sizes
-  /// that do not add up to `dataset_size`.
-  GlobalOrder(size_t dataset_size, GlobalOrderOptions options);
+  /// Epoch `epoch`'s order. ConfigError for an empty dataset, a global batch or partitions
+  /// of 0, or shard sizes that do not add up to `dataset_size`.
+  GlobalOrder(size_t dataset_size, GlobalOrderOptions options, int64_t epoch = 0);
 
   /// Computes epoch `epoch`'s order: O(dataset size).
   void set_epoch(int64_t epoch);
@@ -61,12 +61,18 @@ class GlobalOrder {
   /// of any world these are the same samples, those of part(step, 0, 1). ConfigError for a
   /// world larger than the global batch, a rank outside it or a step past the epoch.
   std::vector<size_t> part(size_t step, size_t rank, size_t world) const;
+  /// part(step, rank, world).size(), without the samples: the same for every epoch.
+  size_t part_size(size_t step, size_t rank, size_t world) const;
 
   const GlobalOrderOptions& options() const { return options_; }
 
  private:
   // How many of the epoch's first k samples partition p gives.
   size_t taken(size_t partition, size_t k) const;
+  // Calls take(partition, first, end) for each stretch of a partition's positions that
+  // worker `rank` of `world` trains at `step`.
+  template <typename Take>
+  void for_each_stretch(size_t step, size_t rank, size_t world, const Take& take) const;
 
   size_t dataset_size_;
   GlobalOrderOptions options_;

@@ -115,14 +115,13 @@ void PrefetchLoader::State::work() {
 }
 
 // Reads, transforms and stacks one batch. Each sample's Random comes from (seed, epoch,
-// global position), so the result does not depend on which thread builds it, or when.
+// global position), so the result does not depend on which thread builds it, or when; with
+// a global batch the position is the sample's id, so not on the world size either.
 // Per-sample ops on small images stay below ATen's parallel grain size, so loader threads
 // rarely compete with training for intra-op threads.
 Batch PrefetchLoader::State::build(size_t batch_index, int64_t& skipped_samples) const {
   const std::vector<size_t>& indices = sampler.indices();
-  const size_t batch_size = sampler.options().batch_size();
-  const size_t begin = batch_index * batch_size;
-  const size_t end = std::min(begin + batch_size, indices.size());
+  const size_t begin = sampler.batch_begin(batch_index), end = sampler.batch_begin(batch_index + 1);
   std::vector<torch::Tensor> images;
   std::vector<int64_t> labels;
   std::vector<size_t> kept;  // dataset indices of `images`, for messages

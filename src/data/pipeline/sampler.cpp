@@ -8,6 +8,7 @@
 #include <torch/serialize/archive.h>
 
 #include "data/pipeline/epoch_orders.h"
+#include "data/pipeline/global_order.h"
 #include "data/pipeline/portable_random.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
@@ -79,6 +80,10 @@ DistributedSampler::DistributedSampler(size_t dataset_size, SamplerOptions optio
 }
 
 void DistributedSampler::fill_indices() {
+  if (global()) {
+    fill_indices_by_global_step();
+    return;
+  }
   if (!options_.shard_sizes().empty() && options_.shuffle() && options_.even()) {
     fill_indices_by_shard();
     return;
@@ -139,21 +144,64 @@ void DistributedSampler::fill_indices_by_shard() {
   for (size_t pad = 0; indices_.size() < per_rank; ++pad) indices_.push_back(pool[pool.size() - 1 - pad % pool.size()]);
 }
 
+// Each step's part from the data's own order (GlobalOrder); every rank checks every rank's
+// parts, so that all of them refuse a world that leaves one without a sample, not just it.
+void DistributedSampler::fill_indices_by_global_step() {
+  const size_t world = static_cast<size_t>(options_.world_size());
+  const size_t rank = static_cast<size_t>(options_.rank());
+  const GlobalOrder order(dataset_size_,
+                          GlobalOrderOptions()
+                              .global_batch_size(options_.global_batch_size())
+                              .partitions(options_.partitions())
+                              .shuffle(options_.shuffle())
+                              .seed(options_.seed())
+                              .shuffle_window(options_.shuffle_window())
+                              .drop_last(options_.drop_last())
+                              .shard_sizes(options_.shard_sizes()),
+                          epoch_);
+  indices_.clear();
+  batch_starts_.assign(1, 0);
+  for (size_t step = 0; step < order.steps(); ++step) {
+    for (size_t other = 0; other < world; ++other) {
+      if (order.part_size(step, other, world) == 0) {
+        throw ConfigError("DistributedSampler: global_batch_size " + std::to_string(options_.global_batch_size()) +
+                          " over " + std::to_string(world) + " ranks leaves rank " + std::to_string(other) +
+                          " no sample at step " + std::to_string(step) + " of " + std::to_string(order.steps()) +
+                          " (dataset of " + std::to_string(dataset_size_) +
+                          "); give every rank two samples a step or more, or turn drop_last on");
+      }
+    }
+    const std::vector<size_t> part = order.part(step, rank, world);
+    indices_.insert(indices_.end(), part.begin(), part.end());
+    batch_starts_.push_back(indices_.size());
+  }
+}
+
 void DistributedSampler::set_epoch(int64_t epoch) {
   epoch_ = epoch;
   fill_indices();
   next_ = 0;
+  next_batch_ = 0;
 }
 
 size_t DistributedSampler::global_position(size_t local_position) const {
+  // A sample is trained once an epoch with a global batch: its own id, whatever the world.
+  if (global()) return indices_[local_position];
   return static_cast<size_t>(options_.rank()) + local_position * static_cast<size_t>(options_.world_size());
 }
 
+size_t DistributedSampler::batch_begin(size_t batch) const {
+  if (global()) return batch_starts_.at(batch);
+  return std::min(batch * options_.batch_size(), indices_.size());
+}
+
 size_t DistributedSampler::batches_per_epoch() const {
+  if (global()) return batch_starts_.size() - 1;
   return (indices_.size() + options_.batch_size() - 1) / options_.batch_size();
 }
 
 size_t DistributedSampler::batches_taken() const {
+  if (global()) return next_batch_;
   // Only the last batch can be short, so rounding up counts it too.
   return (next_ + options_.batch_size() - 1) / options_.batch_size();
 }
@@ -166,6 +214,7 @@ void DistributedSampler::reset(torch::optional<size_t> new_size) {
     fill_indices();
   }
   next_ = 0;
+  next_batch_ = 0;
 }
 
 torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batch_size) {
@@ -173,6 +222,12 @@ torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batch_size)
     throw ConfigError("DistributedSampler::next: batch_size " + std::to_string(batch_size) +
                       " differs from SamplerOptions::batch_size " + std::to_string(options_.batch_size()) +
                       "; give both the same value");
+  }
+  if (global()) {
+    if (next_batch_ >= batches_per_epoch()) return torch::nullopt;
+    next_ = batch_starts_[++next_batch_];
+    return std::vector<size_t>(indices_.begin() + static_cast<std::ptrdiff_t>(batch_starts_[next_batch_ - 1]),
+                               indices_.begin() + static_cast<std::ptrdiff_t>(next_));
   }
   if (next_ >= indices_.size()) return torch::nullopt;
   const size_t end = std::min(next_ + batch_size, indices_.size());
@@ -187,11 +242,22 @@ void DistributedSampler::save(torch::serialize::OutputArchive& archive) const {
   archive.write("position", torch::tensor(static_cast<int64_t>(next_)));
   archive.write("dataset_size", torch::tensor(static_cast<int64_t>(dataset_size_)));
   archive.write("world_size", torch::tensor(static_cast<int64_t>(options_.world_size())));
+  if (global()) {
+    archive.write("global_batch_size", torch::tensor(static_cast<int64_t>(options_.global_batch_size())));
+    archive.write("partitions", torch::tensor(static_cast<int64_t>(options_.partitions())));
+    archive.write("step", torch::tensor(static_cast<int64_t>(next_batch_)));
+  }
 }
 
 void DistributedSampler::load(torch::serialize::InputArchive& archive) {
   const int64_t saved_size = read_int(archive, "dataset_size");
   const int64_t saved_world = read_int(archive, "world_size");
+  torch::Tensor saved_global;
+  const int64_t saved_batch = archive.try_read("global_batch_size", saved_global) ? saved_global.item<int64_t>() : 0;
+  if (saved_batch != 0 || global()) {
+    load_global_step(archive, saved_size, saved_batch);
+    return;
+  }
   if (saved_size != static_cast<int64_t>(dataset_size_) || saved_world != options_.world_size()) {
     throw ConfigError("DistributedSampler::load: the checkpoint was saved for dataset_size " +
                       std::to_string(saved_size) + " and world_size " + std::to_string(saved_world) +
@@ -207,6 +273,35 @@ void DistributedSampler::load(torch::serialize::InputArchive& archive) {
   }
   set_epoch(epoch);
   next_ = static_cast<size_t>(position);
+}
+
+// A step of the data's own order, from any world size: the dataset, the global batch and
+// the partitions must be those it was saved with, as they decide which samples a step holds.
+void DistributedSampler::load_global_step(torch::serialize::InputArchive& archive, int64_t saved_size,
+                                          int64_t saved_batch) {
+  const int64_t saved_partitions = saved_batch == 0 ? 0 : read_int(archive, "partitions");
+  const auto differs = [&](const std::string& what, int64_t saved, int64_t now) {
+    throw ConfigError("DistributedSampler::load: the checkpoint was saved with " + what + " " + std::to_string(saved) +
+                      ", but this sampler has " + std::to_string(now) + "; resume with the same " + what);
+  };
+  if (saved_batch != static_cast<int64_t>(options_.global_batch_size())) {
+    differs("global_batch_size", saved_batch, static_cast<int64_t>(options_.global_batch_size()));
+  }
+  if (saved_size != static_cast<int64_t>(dataset_size_)) {
+    differs("dataset_size", saved_size, static_cast<int64_t>(dataset_size_));
+  }
+  if (saved_partitions != static_cast<int64_t>(options_.partitions())) {
+    differs("partitions", saved_partitions, static_cast<int64_t>(options_.partitions()));
+  }
+  const int64_t epoch = read_int(archive, "epoch");
+  const int64_t step = read_int(archive, "step");
+  set_epoch(epoch);
+  if (step < 0 || static_cast<size_t>(step) > batches_per_epoch()) {
+    throw ConfigError("DistributedSampler::load: step " + std::to_string(step) + " is outside the epoch's " +
+                      std::to_string(batches_per_epoch()) + " steps");
+  }
+  next_batch_ = static_cast<size_t>(step);
+  next_ = batch_starts_[next_batch_];
 }
 
 }  // namespace lockstep::data
