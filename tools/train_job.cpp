@@ -68,6 +68,9 @@ void TrainJob::add_options(CLI::App& command) {
       ->capture_default_str();
   flags.option("--epochs", &TrainJob::epochs, "Epochs")->capture_default_str();
   flags.option("--batch-size", &TrainJob::batch_size, "Examples per batch and worker")->capture_default_str();
+  flags.option("--global-batch-size", &TrainJob::global_batch_size,
+               "Examples per step over all workers, instead of --batch-size per worker: the same training on any "
+               "number of workers, and a checkpoint that resumes mid-epoch on another");
   flags.option("--optimizer", &TrainJob::optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
@@ -159,6 +162,10 @@ void TrainJob::check() const {
   if (workers < 1) throw ConfigError("-n must be at least 1, got " + std::to_string(workers));
   if (epochs < 1) throw ConfigError("--epochs must be at least 1, got " + std::to_string(epochs));
   if (batch_size < 1) throw ConfigError("--batch-size must be at least 1, got " + std::to_string(batch_size));
+  if (global_batch_size < 0) {
+    throw ConfigError("--global-batch-size must be at least 1 (or 0 for --batch-size per worker), got " +
+                      std::to_string(global_batch_size));
+  }
   if (lr <= 0) throw ConfigError("--lr must be positive, got " + argument_of(lr));
   if (threads < 0) throw ConfigError("--threads must not be negative");
   if (heartbeat_timeout <= 0)
@@ -281,16 +288,20 @@ int train_worker(const TrainJob& job, const JobData& d) {
   train::Trainer trainer(model.module, model.forward, optimizer, train::cross_entropy_loss(), options);
   if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));
 
-  const auto sampler = data::SamplerOptions().batch_size(static_cast<size_t>(job.batch_size)).seed(job.seed);
+  const auto sampler = data::SamplerOptions()
+                           .batch_size(static_cast<size_t>(job.batch_size))
+                           .global_batch_size(static_cast<size_t>(job.global_batch_size))
+                           .seed(job.seed);
   const bool pin = device.is_cuda();  // so that batches reach the GPU without blocking
   data::PrefetchLoader train_loader(
       d.train_set,
       data::LoaderOptions().sampler(sampler).transform(d.train_transform).threads(job.threads).pin_memory(pin));
-  data::PrefetchLoader val_loader(d.val_set, data::LoaderOptions()
-                                                 .sampler(data::SamplerOptions(sampler).shuffle(false).even(false))
-                                                 .transform(d.val_transform)
-                                                 .threads(job.threads)
-                                                 .pin_memory(pin));
+  data::PrefetchLoader val_loader(
+      d.val_set, data::LoaderOptions()
+                     .sampler(data::SamplerOptions(sampler).shuffle(false).even(false).global_batch_size(0))
+                     .transform(d.val_transform)
+                     .threads(job.threads)
+                     .pin_memory(pin));
   const auto result = trainer.fit(train_loader, &val_loader);
   if (lockstep::rank() == 0) {
     if (result.preempted) {

@@ -23,7 +23,8 @@ struct TrainJob {
   std::string device = "auto";     // auto, cpu, cuda or cuda:N (lockstep::train::choose_device)
   std::string precision = "fp32";  // fp32, or bf16: autocast on the device
   int64_t epochs = 5;
-  int64_t batch_size = 64;  // per worker
+  int64_t batch_size = 64;        // per worker
+  int64_t global_batch_size = 0;  // over all workers, instead of batch_size; 0: none
   std::string optimizer = "sgd";
   double lr = 0.05;            // unless given: 0.05 for sgd, 1e-3 for adam and adamw
   double momentum = 0.9;       // sgd only

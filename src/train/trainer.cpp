@@ -80,6 +80,8 @@ struct Trainer::State {
   double last_lr = 0;  // the rate of the latest update()
   int64_t epoch = 0;   // in progress, from 0
   int64_t steps_per_epoch = 0;
+  int64_t global_batch = 0;  // the loader's SamplerOptions::global_batch_size
+  int64_t step_samples = 0;  // with it, the samples of the step in progress over all ranks
   int64_t total_steps = 0;
   Clock::time_point started;
   Clock::time_point interval_started;
@@ -188,7 +190,15 @@ StepOutput Trainer::train_step(const data::Batch& host_batch) {
   }
   {
     timeline::Span span(timeline::format::event::kBackward);
-    loss.backward();  // DistributedDataParallel averages the gradients across ranks here
+    // DistributedDataParallel averages the gradients across ranks here: with a global batch
+    // whose parts differ between ranks, each rank's mean loss weighs by its part, so that the
+    // step is that of one process on all the step's samples.
+    const int64_t part = batch.labels.size(0), ranks = s.options.ddp().group().size();
+    if (s.step_samples > 0 && part * ranks != s.step_samples) {
+      (loss * (static_cast<double>(part * ranks) / static_cast<double>(s.step_samples))).backward();
+    } else {
+      loss.backward();
+    }
   }
   return {output.detach(), loss.detach()};
 }
@@ -300,6 +310,7 @@ struct Trainer::FitRun {
                o.keep_checkpoints()),
         trained{t.module(), t.optimizer(), *s.ddp, s.device, group} {
     s.steps_per_epoch = static_cast<int64_t>(train.batches_per_epoch());
+    s.global_batch = static_cast<int64_t>(train.sampler().options().global_batch_size());
     s.total_steps = o.epochs() * s.steps_per_epoch;
     resume();
     open_file_sinks();
@@ -326,8 +337,14 @@ struct Trainer::FitRun {
     if (!o.resume() || !writes) return;
     if (const auto resumed = resume_collectively(folder, trained)) {
       start = *resumed;
-      // On another world size the batches of an epoch differ: restart the epoch in progress.
-      if (start.world_size != group.size()) start.batch = 0;
+      if (start.global_batch_size != s.global_batch) {
+        throw ConfigError("the checkpoint in " + folder.folder() + " was trained with global batch size " +
+                          std::to_string(start.global_batch_size) + ", but this run has " +
+                          std::to_string(s.global_batch) + " (0: a batch per worker); resume with the same");
+      }
+      // With a batch per worker, the batches of an epoch differ on another world size:
+      // restart the epoch in progress. A global batch's steps are the data's own.
+      if (start.world_size != group.size() && s.global_batch == 0) start.batch = 0;
     }
   }
 
@@ -345,7 +362,9 @@ struct Trainer::FitRun {
 
   void save(int64_t epoch, int64_t batch) {
     timeline::Span span(timeline::format::event::kCheckpoint);
-    if (writes) save_collectively(folder, trained, {epoch, batch, s.step, group.size()}, o.model_name());
+    if (writes) {
+      save_collectively(folder, trained, {epoch, batch, s.step, group.size(), s.global_batch}, o.model_name());
+    }
   }
 
   // The epoch's steps from `batch_in_epoch`; the decision that stopped it, if one did.
@@ -360,6 +379,7 @@ struct Trainer::FitRun {
       for (auto* observer : observers) observer->batch_arrived(times.step, fetch_started_us);
       const auto compute_started = Clock::now();
       const data::Batch batch = on_device(*host_batch, s.device);
+      if (s.global_batch > 0) s.step_samples = static_cast<int64_t>(train.sampler().step_samples(batch_in_epoch));
       const StepOutput out = trainer.train_step(batch);
       trainer.update();
       ++batch_in_epoch;

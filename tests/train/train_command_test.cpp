@@ -274,6 +274,52 @@ TEST(TrainCommand, ACheckpointOfTwoWorkersContinuesOnOneFromTheEpochStart) {
   EXPECT_TRUE(std::filesystem::exists(out + "/checkpoints/step-0000000043.pt")) << resumed.output;
 }
 
+// Parameters equal to float rounding: max |a - b| <= 1e-6 max |a|, tensor by tensor.
+void expect_close_parameters(const std::string& a, const std::string& b) {
+  const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const double largest = pa[i].value().abs().max().item<double>();
+    const double differs = (pa[i].value() - pb[i].value()).abs().max().item<double>();
+    EXPECT_LE(differs, 1e-6 * largest) << pa[i].key() << " differs between " << a << " and " << b;
+  }
+}
+
+// With --global-batch-size every step trains the same samples on 1, 2 or 3 workers, so the
+// parameters agree to float rounding; stopped mid-epoch on 2 workers and resumed on 3, the
+// run goes on from the same step, not from the epoch's start.
+TEST(TrainCommand, AGlobalBatchTrainsAlikeOnOneTwoAndThreeWorkersAndResumesOnAnother) {
+  TemporaryDirectory dir;
+  const auto job = [&](const std::string& name, int workers, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"-n", std::to_string(workers), "--global-batch-size", "48", "--epochs", "1",
+                               "--checkpoint-every", "5", "--keep", "5"});
+    return run_process(small_job(dir.path() + "/" + name, extra));
+  };
+  for (const int workers : {1, 2, 3}) {
+    const auto run = job("on-" + std::to_string(workers), workers, {});
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+  }
+  // 512 examples: 10 steps of 48 and one of 32.
+  const std::string fifth = "/checkpoints/step-0000000005.pt", last = "/checkpoints/step-0000000011.pt";
+  expect_close_parameters(dir.path() + "/on-1" + fifth, dir.path() + "/on-2" + fifth);
+  expect_close_parameters(dir.path() + "/on-1" + fifth, dir.path() + "/on-3" + fifth);
+  expect_close_parameters(dir.path() + "/on-1" + last, dir.path() + "/on-3" + last);
+
+  const auto stopped = job("moved", 2, {"--stop-after-step", "5"});
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  const auto resumed = job("moved", 3, {"--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_close_parameters(dir.path() + "/on-3" + last, dir.path() + "/moved" + last);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/moved/checkpoints/step-0000000016.pt"))
+      << "the epoch in progress went on from step 5 rather than restarting";
+
+  const auto other_batch = run_process(
+      small_job(dir.path() + "/moved", {"-n", "1", "--global-batch-size", "32", "--epochs", "1", "--resume"}));
+  EXPECT_NE(other_batch.exit_code, 0);
+  EXPECT_TRUE(contains(other_batch.output, "was trained with global batch size 48, but this run has 32"))
+      << other_batch.output;
+}
+
 TEST(TrainCommand, ABadCheckpointIsRefusedAndNothingIsOverwritten) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/run";

@@ -70,6 +70,9 @@ class DistributedSampler : public torch::data::samplers::Sampler<> {
   size_t global_position(size_t local_position) const;
   /// Batch `batch`'s stretch of indices(): [batch_begin(batch), batch_begin(batch + 1)).
   size_t batch_begin(size_t batch) const;
+  /// With a global batch, the samples of step `batch` over all ranks: global_batch_size, or
+  /// fewer in an epoch's last step; 0 without one.
+  size_t step_samples(size_t batch) const;
   size_t batches_per_epoch() const;
   /// Samples this rank takes per epoch, padding included.
   size_t samples_per_rank() const { return indices_.size(); }

@@ -16,6 +16,9 @@ struct TrainingPosition {
   int64_t batch = 0;       // batches of that epoch already trained
   int64_t step = 0;        // optimizer steps since the run began
   int64_t world_size = 1;  // ranks that trained it
+  /// Samples per step over all ranks (SamplerOptions::global_batch_size); 0 for a batch
+  /// per rank. With it, `batch` is a step of the data's own order, valid on any world size.
+  int64_t global_batch_size = 0;
 };
 
 /// Everything a checkpoint holds besides the model and optimizer, which load in place.
@@ -48,6 +51,7 @@ class CheckpointFolder {
   std::string latest() const;
   /// Every checkpoint, oldest first.
   std::vector<std::string> list() const;
+  const std::string& folder() const { return folder_; }
 
  private:
   std::string folder_;

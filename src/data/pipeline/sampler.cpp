@@ -195,6 +195,12 @@ size_t DistributedSampler::batch_begin(size_t batch) const {
   return std::min(batch * options_.batch_size(), indices_.size());
 }
 
+size_t DistributedSampler::step_samples(size_t batch) const {
+  const size_t global_batch = options_.global_batch_size();
+  if (global_batch == 0 || batch * global_batch >= dataset_size_) return 0;
+  return std::min(global_batch, dataset_size_ - batch * global_batch);
+}
+
 size_t DistributedSampler::batches_per_epoch() const {
   if (global()) return batch_starts_.size() - 1;
   return (indices_.size() + options_.batch_size() - 1) / options_.batch_size();
