@@ -105,7 +105,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<> {
   SamplerOptions options_;
   int64_t epoch_ = 0;
   size_t next_ = 0;
-  size_t next_batch_ = 0;  // with a global batch, where batches may be empty or uneven
+  size_t next_batch_ = 0;  // with a global batch, whose batches differ in size
   std::vector<size_t> indices_;
   std::vector<size_t> batch_starts_;  // with a global batch: each step's start, then the end
 };
