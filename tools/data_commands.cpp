@@ -10,6 +10,7 @@
 #include "lockstep/data/export.h"
 #include "lockstep/data/registry.h"
 #include "lockstep/data/shards.h"
+#include "audit_command.h"
 #include "registry_choice.h"
 
 namespace lockstep::tools {
@@ -130,6 +131,7 @@ void add_data_command(CLI::App& app, Action& chosen) {
     };
   });
   add_pack_command(*data, chosen);
+  add_audit_command(*data, chosen);
 }
 
 }  // namespace lockstep::tools

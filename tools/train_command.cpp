@@ -140,6 +140,7 @@ void add_train_command(CLI::App& app, Action& chosen) {
       if (worker) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.
       if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
+      job->continue_sample_log();
       if (job->mode == "threads") return run_train_replicas(*job);
       // The indexes this check reads are left here for the workers: one read of each per job.
       const TemporaryFolder index_copies("lockstep-index-copies");

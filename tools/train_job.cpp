@@ -105,6 +105,9 @@ void TrainJob::add_options(CLI::App& command) {
   flags.flag("--timeline", &TrainJob::timeline,
              "Record every rank's steps, buckets and collectives into RUN/timeline.json (Perfetto, "
              "chrome://tracing; lockstep timeline summary)");
+  flags.flag("--sample-log", &TrainJob::sample_log,
+             "Write the ids of every step's samples to RUN/samples.log, appended across resumes (lockstep data "
+             "audit RUN says whether each epoch trained every sample once)");
   flags.flag("--deterministic", &TrainJob::deterministic,
              "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
   flags.option("--out", &TrainJob::out,
@@ -216,6 +219,12 @@ std::string TrainJob::run_folder() const {
 
 std::string TrainJob::checkpoint_folder() const { return out + "/checkpoints"; }
 
+std::string TrainJob::sample_log_path() const { return (fs::path(run_folder()) / "samples.log").string(); }
+
+void TrainJob::continue_sample_log() {
+  if (resume && fs::exists(sample_log_path())) sample_log = true;
+}
+
 std::string TrainJob::default_out(const std::string& stamp) const {
   return "runs/" + dataset + "-" + model_label() + "-" + stamp;
 }
@@ -281,6 +290,7 @@ int train_worker(const TrainJob& job, const JobData& d) {
                      .model_name(job.model_label())
                      .autocast_bf16(job.precision == "bf16")
                      .timeline(job.timeline)
+                     .sample_log(job.sample_log ? job.sample_log_path() : "")
                      .ddp(DDPOptions()
                               .bucket_cap_mb(job.bucket_cap_mb)
                               .first_bucket_cap_mb(std::min(DDPOptions().first_bucket_cap_mb(), job.bucket_cap_mb)));

@@ -34,6 +34,7 @@ struct TrainJob {
   double clip_grad_norm = 0;  // 0: off
   int zero = 0;               // ZeRO stage: 1 shards the optimizer state across the workers
   bool timeline = false;      // RUN/timeline.json
+  bool sample_log = false;    // RUN/samples.log
   std::string bind;           // core, none, or "": core when there are enough cores, else none
   double bucket_cap_mb = 25;  // DistributedDataParallel's bucket size
   bool scale_lr = false;
@@ -81,6 +82,11 @@ struct TrainJob {
   std::string run_folder() const;
   /// Where checkpoints go: `out`/checkpoints, local or in the bucket.
   std::string checkpoint_folder() const;
+  /// The run folder's samples.log.
+  std::string sample_log_path() const;
+  /// A resumed run that has a sample log goes on writing it, with or without --sample-log,
+  /// so that its audit trail has no hole. In the launching process, before workers start.
+  void continue_sample_log();
   // The newest runs/<dataset>-<model>-* folder, for --resume without --out.
   std::string newest_run() const;
   // Every setting as explicit flags, for the workers this process starts.

@@ -12,11 +12,13 @@
 #include "lockstep/timeline.h"
 #include "lockstep/train/checkpoint.h"
 #include "test_hooks/test_hooks.h"
+#include "comm/tensors/first_error.h"
 #include "train/autocast_guard.h"
 #include "train/clip_grad_norm.h"
 #include "train/checkpoint/distributed_checkpoint.h"
 #include "train/fit_steps.h"
 #include "train/metric_sums.h"
+#include "train/samples/sample_log_writer.h"
 #include "timeline/recorder.h"
 
 namespace lockstep::train {
@@ -82,6 +84,7 @@ struct Trainer::State {
   int64_t steps_per_epoch = 0;
   int64_t global_batch = 0;  // the loader's SamplerOptions::global_batch_size
   int64_t step_samples = 0;  // with it, the samples of the step in progress over all ranks
+  int64_t dataset_size = 0;  // the train loader's, checked on resume
   int64_t total_steps = 0;
   Clock::time_point started;
   Clock::time_point interval_started;
@@ -161,7 +164,7 @@ namespace {
 // A batch on `device`: copies that do not block the host when the batch is in pinned memory.
 data::Batch on_device(const data::Batch& batch, torch::Device device) {
   if (batch.images.device() == device) return batch;
-  return {batch.images.to(device, /*non_blocking=*/true), batch.labels.to(device, /*non_blocking=*/true)};
+  return {batch.images.to(device, /*non_blocking=*/true), batch.labels.to(device, /*non_blocking=*/true), batch.ids};
 }
 
 }  // namespace
@@ -298,6 +301,7 @@ struct Trainer::FitRun {
   std::unique_ptr<TimelineSteps> timeline_steps;
   std::vector<StepObserver*> observers;
   std::optional<CheckpointPolicy> policy;
+  std::unique_ptr<SampleLogWriter> sample_log;  // rank 0's, when options.sample_log() names one
 
   FitRun(Trainer& t, data::PrefetchLoader& train)
       : trainer(t),
@@ -311,9 +315,16 @@ struct Trainer::FitRun {
         trained{t.module(), t.optimizer(), *s.ddp, s.device, group} {
     s.steps_per_epoch = static_cast<int64_t>(train.batches_per_epoch());
     s.global_batch = static_cast<int64_t>(train.sampler().options().global_batch_size());
+    s.dataset_size = static_cast<int64_t>(train.sampler().dataset_size());
     s.total_steps = o.epochs() * s.steps_per_epoch;
     resume();
+    if (start.dataset_size != 0 && start.dataset_size != s.dataset_size) {
+      throw ConfigError("the checkpoint in " + folder.folder() + " was trained on a dataset of " +
+                        std::to_string(start.dataset_size) + " samples, but this run's has " +
+                        std::to_string(s.dataset_size) + "; resume with the same dataset (and --limit)");
+    }
     open_file_sinks();
+    open_sample_log(train);
     fit_timeline.emplace(o.timeline(), o.out_dir(), group);
     if (timeline::enabled()) {
       State& state = s;  // outlives this fit(), as the straggler notices do
@@ -360,11 +371,44 @@ struct Trainer::FitRun {
     s.file_sinks_added = true;
   }
 
+  // Rank 0 opens the log, every rank learns whether it could: a log that does not fit the
+  // checkpoint resumed is one line on every rank.
+  void open_sample_log(const data::PrefetchLoader& train) {
+    if (o.sample_log().empty()) return;
+    std::string error;
+    if (group.rank() == 0) {
+      try {
+        const auto& sampler = train.sampler();
+        const SampleLogHeader header{s.dataset_size, s.global_batch, sampler.options().seed()};
+        sample_log = std::make_unique<SampleLogWriter>(o.sample_log(), header, start, group.size());
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    detail::throw_first_error(error, group);
+  }
+
+  void log_samples(const data::Batch& batch) {
+    if (o.sample_log().empty()) return;
+    std::vector<int64_t> ids = gather_step_ids(batch.ids, group);
+    if (sample_log) sample_log->add_step(s.epoch + 1, s.step, std::move(ids));
+  }
+
   void save(int64_t epoch, int64_t batch) {
     timeline::Span span(timeline::format::event::kCheckpoint);
     if (writes) {
-      save_collectively(folder, trained, {epoch, batch, s.step, group.size(), s.global_batch}, o.model_name());
+      if (sample_log) sample_log->flush(/*durable=*/true);  // the log always reaches the checkpoint
+      save_collectively(folder, trained, {epoch, batch, s.step, group.size(), s.global_batch, s.dataset_size},
+                        o.model_name());
     }
+  }
+
+  void end_epoch() {
+    if (sample_log) sample_log->add_epoch_end(s.epoch + 1, s.step);
+  }
+
+  void flush_sample_log() {
+    if (sample_log) sample_log->flush(/*durable=*/false);
   }
 
   // The epoch's steps from `batch_in_epoch`; the decision that stopped it, if one did.
@@ -382,6 +426,7 @@ struct Trainer::FitRun {
       if (s.global_batch > 0) s.step_samples = static_cast<int64_t>(train.sampler().step_samples(batch_in_epoch));
       const StepOutput out = trainer.train_step(batch);
       trainer.update();
+      log_samples(batch);
       ++batch_in_epoch;
       times.compute_seconds = seconds_since(compute_started);
       times.gradient_wait_seconds = s.ddp->last_gradient_wait_seconds();
@@ -410,12 +455,14 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     module().train();
     if (const auto stopped = run.run_epoch(train, resumed_epoch ? run.start.batch : 0)) {
       s.flush();
+      run.flush_sample_log();
       run.fit_timeline->finish();
       result.steps = s.step;
       result.stopped_early = true;
       result.preempted = stopped->preempted;
       return result;
     }
+    run.end_epoch();
     if (!s.interval.empty()) s.log_interval(train.waited());
     if (validation != nullptr) {
       timeline::Span span(timeline::format::event::kValidation);
@@ -425,6 +472,7 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
     run.save(s.epoch + 1, 0);
     s.flush();
   }
+  run.flush_sample_log();
   run.fit_timeline->finish();
   result.steps = s.step;
   result.seconds = std::chrono::duration<double>(Clock::now() - s.started).count();

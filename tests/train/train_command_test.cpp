@@ -285,9 +285,19 @@ void expect_close_parameters(const std::string& a, const std::string& b) {
   }
 }
 
-// With --global-batch-size every step trains the same samples on 1, 2 or 3 workers, so the
-// parameters agree to float rounding; stopped mid-epoch on 2 workers and resumed on 3, the
-// run goes on from the same step, not from the epoch's start.
+// The log's step and epoch lines, without the "#" lines that say where a run resumed.
+std::string trained_steps(const std::string& run) {
+  std::ifstream in(run + "/samples.log");
+  std::string steps, line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '#') steps += line + "\n";
+  }
+  return steps;
+}
+
+// With --global-batch-size every step trains the same samples on 1, 2 or 3 workers, threads
+// or processes, so the parameters agree to float rounding; stopped mid-epoch on 2 workers
+// and resumed on 3, the run goes on from the same step, not from the epoch's start.
 TEST(TrainCommand, AGlobalBatchTrainsAlikeOnOneTwoAndThreeWorkersAndResumesOnAnother) {
   TemporaryDirectory dir;
   const auto job = [&](const std::string& name, int workers, std::vector<std::string> extra) {
@@ -295,21 +305,27 @@ TEST(TrainCommand, AGlobalBatchTrainsAlikeOnOneTwoAndThreeWorkersAndResumesOnAno
                                "--checkpoint-every", "5", "--keep", "5"});
     return run_process(small_job(dir.path() + "/" + name, extra));
   };
-  for (const int workers : {1, 2, 3}) {
-    const auto run = job("on-" + std::to_string(workers), workers, {});
-    ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const std::string mode : {"threads", "processes"}) {
+    for (const int workers : {1, 2, 3}) {
+      const auto run = job(mode + "-" + std::to_string(workers), workers, {"--mode", mode, "--sample-log"});
+      ASSERT_EQ(run.exit_code, 0) << run.output;
+    }
   }
   // 512 examples: 10 steps of 48 and one of 32.
   const std::string fifth = "/checkpoints/step-0000000005.pt", last = "/checkpoints/step-0000000011.pt";
-  expect_close_parameters(dir.path() + "/on-1" + fifth, dir.path() + "/on-2" + fifth);
-  expect_close_parameters(dir.path() + "/on-1" + fifth, dir.path() + "/on-3" + fifth);
-  expect_close_parameters(dir.path() + "/on-1" + last, dir.path() + "/on-3" + last);
+  const std::string one = dir.path() + "/threads-1";
+  ASSERT_TRUE(contains(trained_steps(one), "step 11 epoch 1: ")) << trained_steps(one);
+  for (const std::string run : {"threads-2", "threads-3", "processes-1", "processes-2", "processes-3"}) {
+    EXPECT_EQ(trained_steps(dir.path() + "/" + run), trained_steps(one)) << run;
+    expect_close_parameters(one + fifth, dir.path() + "/" + run + fifth);
+  }
+  expect_close_parameters(one + last, dir.path() + "/threads-3" + last);
 
   const auto stopped = job("moved", 2, {"--stop-after-step", "5"});
   ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
   const auto resumed = job("moved", 3, {"--resume"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_close_parameters(dir.path() + "/on-3" + last, dir.path() + "/moved" + last);
+  expect_close_parameters(dir.path() + "/threads-3" + last, dir.path() + "/moved" + last);
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/moved/checkpoints/step-0000000016.pt"))
       << "the epoch in progress went on from step 5 rather than restarting";
 

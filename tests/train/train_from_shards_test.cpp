@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "packed_fashion.h"
 #include "support/fault_proxy.h"
 #include "support/nginx_server.h"
 #include "support/run_output.h"
@@ -23,18 +24,6 @@ using testing::contains;
 using testing::run_process;
 using testing::TemporaryDirectory;
 using testing::validation_lines;
-
-// Fashion-MNIST packed in 256 KB shards (about 100 examples each), and a registry naming it.
-struct PackedFashion {
-  PackedFashion() {
-    const auto packed =
-        run_process({LOCKSTEP_TOOL, "data", "pack", "--out", folder.path() + "/shards", "--shard-size", "256KB"});
-    EXPECT_EQ(packed.exit_code, 0) << packed.output;
-    std::ofstream(registry()) << "[fashion-shards]\ntype = \"shards\"\npath = \"shards\"\n";
-  }
-  std::string registry() const { return folder.path() + "/Data.toml"; }
-  TemporaryDirectory folder;
-};
 
 // 512 training examples (about 5 shards: each of 2 workers walks its own), 8 steps an epoch,
 // 3 epochs unless `extra` says otherwise.

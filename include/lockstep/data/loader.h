@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <torch/arg.h>
 #include <torch/types.h>
@@ -14,10 +15,12 @@
 
 namespace lockstep::data {
 
-/// A batch: images stacked N×C×H×W and labels N (int64).
+/// A batch: images stacked N×C×H×W, labels N (int64), and each sample's index in the
+/// dataset (what a sample log records).
 struct Batch {
   torch::Tensor images;
   torch::Tensor labels;
+  std::vector<int64_t> ids;
 };
 
 /// How a PrefetchLoader reads, transforms and batches.

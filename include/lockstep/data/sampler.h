@@ -74,6 +74,7 @@ class DistributedSampler : public torch::data::samplers::Sampler<> {
   /// fewer in an epoch's last step; 0 without one.
   size_t step_samples(size_t batch) const;
   size_t batches_per_epoch() const;
+  size_t dataset_size() const { return dataset_size_; }
   /// Samples this rank takes per epoch, padding included.
   size_t samples_per_rank() const { return indices_.size(); }
   /// Batches already handed out this epoch; restored by load() to resume mid-epoch.

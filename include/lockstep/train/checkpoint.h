@@ -19,6 +19,8 @@ struct TrainingPosition {
   /// Samples per step over all ranks (SamplerOptions::global_batch_size); 0 for a batch
   /// per rank. With it, `batch` is a step of the data's own order, valid on any world size.
   int64_t global_batch_size = 0;
+  /// Samples an epoch of the training dataset; 0 in checkpoints written before it was kept.
+  int64_t dataset_size = 0;
 };
 
 /// Everything a checkpoint holds besides the model and optimizer, which load in place.

@@ -124,7 +124,7 @@ Batch PrefetchLoader::State::build(size_t batch_index, int64_t& skipped_samples)
   const size_t begin = sampler.batch_begin(batch_index), end = sampler.batch_begin(batch_index + 1);
   std::vector<torch::Tensor> images;
   std::vector<int64_t> labels;
-  std::vector<size_t> kept;  // dataset indices of `images`, for messages
+  std::vector<int64_t> ids;  // dataset indices of `images`
   images.reserve(end - begin);
   std::string first_error;
   for (size_t local = begin; local < end; ++local) {
@@ -136,7 +136,7 @@ Batch PrefetchLoader::State::build(size_t batch_index, int64_t& skipped_samples)
           mix_seed({sampler.options().seed(), static_cast<uint64_t>(sampler.epoch()), sampler.global_position(local)}));
       images.push_back(options.transform()(std::move(sample.image), random));
       labels.push_back(sample.label);
-      kept.push_back(index);
+      ids.push_back(static_cast<int64_t>(index));
     } catch (const DataError& e) {
       if (!options.skip_bad_samples()) throw;
       ++skipped_samples;
@@ -150,13 +150,17 @@ Batch PrefetchLoader::State::build(size_t batch_index, int64_t& skipped_samples)
   }
   for (size_t i = 1; i < images.size(); ++i) {
     if (!images[i].sizes().equals(images[0].sizes())) {
-      throw DataError("PrefetchLoader: " + dataset->describe(kept[i]) + " has shape " + c10::str(images[i].sizes()) +
-                      " after the transform but " + dataset->describe(kept[0]) + " has " + c10::str(images[0].sizes()) +
+      throw DataError("PrefetchLoader: " + dataset->describe(static_cast<size_t>(ids[i])) + " has shape " +
+                      c10::str(images[i].sizes()) + " after the transform but " +
+                      dataset->describe(static_cast<size_t>(ids[0])) + " has " + c10::str(images[0].sizes()) +
                       "; add resize() or center_crop() to the transform so images stack");
     }
   }
-  Batch batch{torch::stack(images), torch::tensor(labels, torch::kInt64)};
-  if (options.pin_memory()) batch = {batch.images.pin_memory(), batch.labels.pin_memory()};
+  Batch batch{torch::stack(images), torch::tensor(labels, torch::kInt64), std::move(ids)};
+  if (options.pin_memory()) {
+    batch.images = batch.images.pin_memory();
+    batch.labels = batch.labels.pin_memory();
+  }
   return batch;
 }
 

@@ -134,6 +134,7 @@ std::string CheckpointFolder::save(const torch::nn::Module& model, const torch::
   archive.write("step", torch::tensor(state.position.step));
   archive.write("world_size", torch::tensor(state.position.world_size));
   archive.write("global_batch_size", torch::tensor(state.position.global_batch_size));
+  archive.write("dataset_size", torch::tensor(state.position.dataset_size));
   archive.write("model_name", detail::text_tensor(state.model_name));
   if (state.rng_states.defined()) archive.write("rng_states", state.rng_states);
   if (!state.bucket_order.empty()) archive.write("bucket_order", torch::tensor(state.bucket_order, torch::kInt64));
@@ -194,6 +195,8 @@ CheckpointState load_checkpoint_and_layout(const std::string& path, torch::nn::M
   torch::Tensor global_batch;  // absent from checkpoints written before it
   if (archive.try_read("global_batch_size", global_batch))
     state.position.global_batch_size = global_batch.item<int64_t>();
+  torch::Tensor dataset_size;  // the same
+  if (archive.try_read("dataset_size", dataset_size)) state.position.dataset_size = dataset_size.item<int64_t>();
   torch::Tensor name;
   if (archive.try_read("model_name", name)) state.model_name = detail::text_of(name);
   archive.try_read("rng_states", state.rng_states);

@@ -77,8 +77,9 @@ std::string save_collectively(const CheckpointFolder& folder, const TrainedState
 std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& folder, const TrainedState& state) {
   // status (0 no checkpoint, 1 loaded, 2 failed: message follows), the position, the shape
   // of the random generator states (rows, length), the bucket order's length, and the
-  // number of optimizer shards (0: the state is in rank 0's file), the global batch size.
-  auto header = torch::zeros({10}, torch::kInt64);
+  // number of optimizer shards (0: the state is in rank 0's file), the global batch size
+  // and the dataset size.
+  auto header = torch::zeros({11}, torch::kInt64);
   auto message = torch::zeros({kMessageBytes}, torch::kUInt8);
   CheckpointState loaded;
   optim::ShardLayout layout;
@@ -92,7 +93,7 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
         const bool per_rank = rng.defined() && rng.dim() == 2 && rng.size(0) == p.world_size;
         header = torch::tensor({int64_t{1}, p.epoch, p.batch, p.step, p.world_size, per_rank ? rng.size(0) : 0,
                                 per_rank ? rng.size(1) : 0, static_cast<int64_t>(loaded.bucket_order.size()),
-                                layout.world_size, p.global_batch_size});
+                                layout.world_size, p.global_batch_size, p.dataset_size});
       } catch (const Error& error) {
         header[0] = 2;
         const std::string text = error.what();
@@ -122,7 +123,7 @@ std::optional<TrainingPosition> resume_collectively(const CheckpointFolder& fold
     lockstep::broadcast(order, 0, state.group);
     state.ddp.load_bucket_order(detail::as_int64_vector(order));
   }
-  const TrainingPosition position{h[1], h[2], h[3], h[4], h[9]};
+  const TrainingPosition position{h[1], h[2], h[3], h[4], h[9], h[10]};
   if (h[5] > 0 && position.world_size == state.group.size()) {
     // The same world: each rank continues with its own random streams, for a bit-exact resume.
     auto rows = state.group.rank() == 0 ? loaded.rng_states.contiguous() : torch::zeros({h[5], h[6]}, torch::kUInt8);
