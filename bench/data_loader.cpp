@@ -15,6 +15,8 @@
 // Gateway) on loopback (when the tests' support is built, which starts them); then two
 // epochs from S3 through a local cache, uncapped against capped at half the shards. With --cold (root only) the page
 // cache is dropped before each read-path measurement, as files on a network file system or a cold disk would be read.
+// Last, a global batch's resume on another number of workers (bench/resume_position.h);
+// with --resume, only that.
 #include <unistd.h>
 
 #include <chrono>
@@ -35,6 +37,7 @@
 #include "lockstep/data/registry.h"
 #include "lockstep/data/shards.h"
 #include "median.h"
+#include "resume_position.h"
 #ifdef LOCKSTEP_BENCH_NGINX
 #include "support/nginx_server.h"
 #include "support/s3_gateway.h"
@@ -196,10 +199,12 @@ void compare_capped_cache(const std::string& s3, const std::string& endpoint, co
 int main(int argc, char** argv) {
   at::set_num_threads(1);
   int64_t images = 10000;
-  bool cold = false;
+  bool cold = false, resume_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--cold") {
       cold = true;
+    } else if (std::string(argv[i]) == "--resume") {
+      resume_only = true;
     } else {
       images = std::atoll(argv[i]);
     }
@@ -210,6 +215,12 @@ int main(int argc, char** argv) {
   const auto test = data::open_dataset(fashion, "test");
 
   const fs::path folder = fs::temp_directory_path() / ("lockstep-loader-bench-" + std::to_string(getpid()));
+  if (resume_only) {
+    fs::create_directories(folder);
+    lockstep::bench::measure_resume_on_another_world_size(folder.string());
+    fs::remove_all(folder);
+    return 0;
+  }
   data::export_imagenet_layout(*train, *test, data::class_names(fashion), folder.string(), images);
   const std::shared_ptr<const data::Dataset> jpegs = data::read_imagenet(folder.string(), "train", 1);
   std::printf("Fashion-MNIST: %zu training images in memory; %zu exported as 28x28 JPEGs\n\n", train->size(),
@@ -275,6 +286,7 @@ int main(int argc, char** argv) {
                      cold);
   std::printf("\nratio: shards / files for local shards; nginx or S3 / local shards for those\n");
   if (!s3_endpoint.empty()) compare_capped_cache("s3://bench/shards-224-small", s3_endpoint, folder.string());
+  lockstep::bench::measure_resume_on_another_world_size(folder.string());
   fs::remove_all(folder);
   return 0;
 }

@@ -16,7 +16,9 @@
 // process (run_replicas) against 2 processes, with the time from starting the program to
 // the end of the first training step in both modes. And what recording the timeline costs a
 // step on 2 workers (`ddp_cnn timeline-only` measures that alone). `ddp_cnn against-pytorch`
-// runs only the rows that set lockstep beside PyTorch's DDP at 2 workers.
+// runs only the rows that set lockstep beside PyTorch's DDP at 2 workers. `ddp_cnn global-batch`
+// sets 2 workers fed batches of 64 each beside 2 workers fed a global batch of 128
+// (SamplerOptions::global_batch_size), side by side.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,12 +62,14 @@ torch::nn::Sequential make_cnn() {
       torch::nn::Flatten(), torch::nn::Linear(3136, 128), torch::nn::ReLU(), torch::nn::Linear(128, 10));
 }
 
-// Fashion-MNIST's training split, batched by a PrefetchLoader as a training job would read it.
-std::unique_ptr<lockstep::data::PrefetchLoader> fashion_mnist_loader() {
+// Fashion-MNIST's training split, batched by a PrefetchLoader as a training job would read
+// it: kBatch per worker, or with `global` kBatch times the workers per step over all of them.
+std::unique_ptr<lockstep::data::PrefetchLoader> fashion_mnist_loader(bool global) {
   namespace data = lockstep::data;
   const auto registry = data::Registry::load_default();
+  const size_t global_batch = global ? static_cast<size_t>(kBatch * lockstep::world_size()) : 0;
   auto options = data::LoaderOptions()
-                     .sampler(data::SamplerOptions().batch_size(kBatch).seed(1))
+                     .sampler(data::SamplerOptions().batch_size(kBatch).global_batch_size(global_batch).seed(1))
                      .transform(data::compose({data::random_crop(28, 2), data::normalize({0.2860}, {0.3530})}))
                      .threads(1);
   return std::make_unique<data::PrefetchLoader>(data::open_dataset(registry.at("fashion-mnist"), "train"), options);
@@ -83,7 +87,7 @@ struct Measured {
 };
 
 // One worker's training loop; returns the median samples per second of all workers together.
-Measured train(bool distributed, bool real_data = false) {
+Measured train(bool distributed, bool real_data = false, bool global_batch = false) {
   torch::nn::Sequential model;
   torch::Tensor x, y;
   lockstep::with_replica_generator([&] {
@@ -96,7 +100,7 @@ Measured train(bool distributed, bool real_data = false) {
   if (distributed) ddp = std::make_unique<lockstep::DistributedDataParallel>(model);
   const int world = distributed ? lockstep::world_size() : 1;
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  const auto loader = real_data ? fashion_mnist_loader() : nullptr;
+  const auto loader = real_data ? fashion_mnist_loader(global_batch) : nullptr;
   int64_t epoch = 0;
   auto step = [&] {
     if (loader) {
@@ -265,6 +269,26 @@ void time_perceptron(const std::string& perceptron, int repeats) {
   std::printf(")\n");
 }
 
+// `ddp_cnn global-batch`: 2 workers on real Fashion-MNIST batches, 64 each against a global
+// batch of 128, back to back in each repeat; the median of the ratios.
+int compare_global_batch(const std::string& self) {
+  std::vector<double> per_worker, global, ratios;
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    double a = 0, b = 0, waited = 0;
+    std::sscanf(run_world(2, {self, "lockstep-data"}).c_str(), "%lf %lf", &a, &waited);
+    std::sscanf(run_world(2, {self, "lockstep-data-global"}).c_str(), "%lf %lf", &b, &waited);
+    per_worker.push_back(a);
+    global.push_back(b);
+    ratios.push_back(b / a);
+  }
+  std::printf("| configuration (2 workers, real Fashion-MNIST batches) | samples/s (median of %d runs) |\n|---|---:|\n",
+              kRepeats);
+  std::printf("| batch %d per worker | %.1f |\n| global batch %d | %.1f |\n", kBatch, median(per_worker), 2 * kBatch,
+              median(global));
+  std::printf("global batch / batch per worker: %.3fx (median of the ratios within each run)\n", median(ratios));
+  return 0;
+}
+
 // `ddp_cnn against-pytorch`: only the rows that compare lockstep with PyTorch's DDP at 2
 // workers, for setting one libtorch release beside another in little time.
 int compare_with_pytorch(const std::string& self, const std::string& script) {
@@ -347,9 +371,9 @@ int main(int argc, char** argv) {
     lockstep::shutdown();
     return 0;
   }
-  if (role == "lockstep" || role == "lockstep-data") {
+  if (role == "lockstep" || role == "lockstep-data" || role == "lockstep-data-global") {
     lockstep::init();
-    const Measured measured = train(true, role == "lockstep-data");
+    const Measured measured = train(true, role != "lockstep", role == "lockstep-data-global");
     if (lockstep::rank() == 0) std::printf("%.1f %.5f\n", measured.rate, measured.waited_share);
     lockstep::shutdown();
     return 0;
@@ -359,6 +383,7 @@ int main(int argc, char** argv) {
   const std::string script = (fs::path(LOCKSTEP_SOURCE_DIR) / "bench" / "ddp_cnn.py").string();
   const std::string perceptron = (fs::path(self).parent_path().parent_path() / "examples" / "perceptron").string();
   if (role == "against-pytorch") return compare_with_pytorch(self, script);
+  if (role == "global-batch") return compare_global_batch(self);
   // Every repeat runs each configuration once, back to back; the figures are medians of the
   // ratios within a repeat, which cancels the machine's slower drifts.
   const std::vector<std::pair<std::string, std::function<double()>>> configurations = {
