@@ -85,7 +85,8 @@ struct TrainJob {
   /// The run folder's samples.log.
   std::string sample_log_path() const;
   /// A resumed run that has a sample log goes on writing it, with or without --sample-log,
-  /// so that its audit trail has no hole. In the launching process, before workers start.
+  /// so that its audit trail has no hole. In the launching process, before workers start
+  /// (on a cluster each node's launcher sees its own disk; rank 0's setting rules).
   void continue_sample_log();
   // The newest runs/<dataset>-<model>-* folder, for --resume without --out.
   std::string newest_run() const;

@@ -301,7 +301,8 @@ struct Trainer::FitRun {
   std::unique_ptr<TimelineSteps> timeline_steps;
   std::vector<StepObserver*> observers;
   std::optional<CheckpointPolicy> policy;
-  std::unique_ptr<SampleLogWriter> sample_log;  // rank 0's, when options.sample_log() names one
+  bool logs_samples = false;                    // every rank, as rank 0's options say
+  std::unique_ptr<SampleLogWriter> sample_log;  // rank 0's, when it logs
 
   FitRun(Trainer& t, data::PrefetchLoader& train)
       : trainer(t),
@@ -371,10 +372,15 @@ struct Trainer::FitRun {
     s.file_sinks_added = true;
   }
 
-  // Rank 0 opens the log, every rank learns whether it could: a log that does not fit the
+  // Rank 0 decides whether the run logs its samples (its options rule: on a cluster, where
+  // a resumed run's log is only on rank 0's disk, the others cannot tell) and opens the
+  // log; every rank learns whether it could, so that a log that does not fit the
   // checkpoint resumed is one line on every rank.
   void open_sample_log(const data::PrefetchLoader& train) {
-    if (o.sample_log().empty()) return;
+    torch::Tensor wanted = torch::tensor({static_cast<int64_t>(group.rank() == 0 && !o.sample_log().empty())});
+    lockstep::broadcast(wanted, 0, group);
+    logs_samples = wanted.item<int64_t>() != 0;
+    if (!logs_samples) return;
     std::string error;
     if (group.rank() == 0) {
       try {
@@ -389,7 +395,7 @@ struct Trainer::FitRun {
   }
 
   void log_samples(const data::Batch& batch) {
-    if (o.sample_log().empty()) return;
+    if (!logs_samples) return;
     std::vector<int64_t> ids = gather_step_ids(batch.ids, group);
     if (sample_log) sample_log->add_step(s.epoch + 1, s.step, std::move(ids));
   }

@@ -19,6 +19,7 @@
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/metrics_sink.h"
 #include "lockstep/train/models.h"
+#include "lockstep/train/sample_log.h"
 #include "lockstep/train/trainer.h"
 #include "support/tool_process.h"
 #include "train/clip_grad_norm.h"
@@ -236,6 +237,30 @@ TEST(TrainerOnReplicas, UsesItsDdpGroupForSinksCheckpointsAndTheLearningRate) {
     EXPECT_EQ(CheckpointFolder(out.path() + "/" + group + "/checkpoints", 3).list().size(), 1u) << group;
     EXPECT_EQ(read_json_lines(out.path() + "/" + group + "/metrics.jsonl").size(), records[0].size()) << group;
   }
+}
+
+// Rank 0's sample_log is the run's: the other replicas, with none set, still send it their
+// ids, and the log holds every sample of the epoch once.
+TEST(TrainerOnReplicas, ASampleLogSetOnRankZeroAloneHoldsEveryRanksSamples) {
+  TemporaryDirectory out;
+  const auto dataset = two_blobs(48);
+  const std::string log = out.path() + "/samples.log";
+  run_replicas(3, [&](ProcessGroup world) {
+    torch::manual_seed(5);
+    auto model = make_model("mlp", ModelOptions().in_channels(1).num_classes(2).image_size(4).hidden({8}));
+    auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+    Trainer trainer(model, optimizer, cross_entropy_loss(),
+                    TrainerOptions().epochs(2).lr(0.1).sample_log(world.rank() == 0 ? log : ""));
+    data::PrefetchLoader train(
+        dataset, data::LoaderOptions().sampler(data::SamplerOptions().global_batch_size(12).seed(1)).threads(1));
+    trainer.fit(train, nullptr);
+  });
+  const SampleLog read = read_sample_log(log);
+  ASSERT_EQ(read.steps.size(), 8u);
+  for (const auto& step : read.steps) EXPECT_EQ(step.ids.size(), 12u) << "step " << step.step;
+  const SampleAudit audit = audit_sample_log(read);
+  EXPECT_EQ(audit.lines, (std::vector<std::string>{"epoch 1: every sample once (48 of 48 samples in steps 1 to 4)",
+                                                   "epoch 2: every sample once (48 of 48 samples in steps 5 to 8)"}));
 }
 
 // bf16 mixed precision: the forward pass computes in bfloat16 under autocast (here the

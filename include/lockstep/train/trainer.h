@@ -77,7 +77,7 @@ struct TrainerOptions {
   /// Append each step's sample ids (Batch::ids of every rank, gathered to rank 0) to this
   /// file, as lockstep/train/sample_log.h reads them; a resume checks that the log reaches
   /// the checkpoint's step and cuts the steps trained after it. Costs two small all_gathers
-  /// per step. Empty: no log.
+  /// per step. Empty: no log. Rank 0's setting is the run's: the other ranks follow it.
   TORCH_ARG(std::string, sample_log);
   /// How the model is wrapped; its group is the Trainer's: metrics are reduced, checkpoints
   /// saved and resumed, sinks written (by its rank 0) and the learning rate scaled in it.
