@@ -13,10 +13,19 @@
 namespace lockstep::launch {
 namespace {
 
+// The inbox can be readable for a process-wide signal that the earlier thread then takes
+// before it is read: its handler passes it on, and it is readable again (the launcher's
+// loop reads until next() says none is waiting, and polls again).
 int next_signal_within_five_seconds(SignalInbox& inbox) {
-  pollfd ready{inbox.fd(), POLLIN, 0};
-  if (poll(&ready, 1, 5000) != 1) return 0;
-  return inbox.next().value_or(0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (auto now = std::chrono::steady_clock::now(); now < deadline; now = std::chrono::steady_clock::now()) {
+    pollfd ready{inbox.fd(), POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    if (poll(&ready, 1, static_cast<int>(left) + 1) == 1) {
+      if (const auto signal = inbox.next()) return *signal;
+    }
+  }
+  return 0;
 }
 
 // A thread started before the inbox has the signals unblocked (libtorch 2.x starts such

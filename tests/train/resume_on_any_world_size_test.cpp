@@ -82,6 +82,14 @@ TEST(ResumeOnAnyWorldSize, FromIdxFilesEveryPairOfWorkerCountsTrainsTheUninterru
   expect_resumes_train_the_uninterrupted_samples(
       [](const std::string& out, std::vector<std::string> extra) { return global_batch_job({}, out, extra); },
       dir.path());
+  // A log that is not the run's: another seed would train other samples in the steps left.
+  const auto reseeded = run_process(global_batch_job({}, dir.path() + "/from-2-to-3", {"--resume", "--seed", "1"}));
+  EXPECT_NE(reseeded.exit_code, 0);
+  EXPECT_TRUE(contains(reseeded.output,
+                       "is of 512 samples, global batch 48, seed 0, but this run has 512 samples, "
+                       "global batch 48, seed 1"))
+      << reseeded.output;
+  EXPECT_EQ(testing::count_lines(reseeded.output), 1u) << reseeded.output;
 }
 
 TEST(ResumeOnAnyWorldSize, FromLocalShardsEveryPairOfWorkerCountsTrainsTheUninterruptedRunsSamples) {

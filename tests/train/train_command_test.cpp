@@ -44,10 +44,10 @@ std::vector<std::string> small_job(const std::string& out, std::vector<std::stri
   return command;
 }
 
+// A checkpoint's model (its optimizer state may be sharded across files: not read).
 torch::nn::Sequential loaded_cnn(const std::string& checkpoint) {
   auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  load_checkpoint(checkpoint, *model, optimizer);
+  load_model_weights(checkpoint, *model);
   return model;
 }
 
@@ -328,12 +328,25 @@ TEST(TrainCommand, AGlobalBatchTrainsAlikeOnOneTwoAndThreeWorkersAndResumesOnAno
   expect_close_parameters(dir.path() + "/threads-3" + last, dir.path() + "/moved" + last);
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/moved/checkpoints/step-0000000016.pt"))
       << "the epoch in progress went on from step 5 rather than restarting";
+  // The same with the optimizer state sharded (ZeRO-1): its shards of 2 workers are
+  // repartitioned over 3.
+  ASSERT_EQ(job("sharded", 2, {"--zero", "1", "--stop-after-step", "5"}).exit_code, 0);
+  const auto sharded = job("sharded", 3, {"--zero", "1", "--resume"});
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  expect_close_parameters(dir.path() + "/threads-3" + last, dir.path() + "/sharded" + last);
 
   const auto other_batch = run_process(
       small_job(dir.path() + "/moved", {"-n", "1", "--global-batch-size", "32", "--epochs", "1", "--resume"}));
   EXPECT_NE(other_batch.exit_code, 0);
   EXPECT_TRUE(contains(other_batch.output, "was trained with global batch size 48, but this run has 32"))
       << other_batch.output;
+  std::vector<std::string> fewer_examples =
+      small_job(dir.path() + "/moved", {"-n", "1", "--global-batch-size", "48", "--epochs", "1", "--resume"});
+  *(std::find(fewer_examples.begin(), fewer_examples.end(), "--limit") + 1) = "480";
+  const auto other_data = run_process(fewer_examples);
+  EXPECT_NE(other_data.exit_code, 0);
+  EXPECT_TRUE(contains(other_data.output, "was trained on a dataset of 512 samples, but this run's has 480"))
+      << other_data.output;
 }
 
 TEST(TrainCommand, ABadCheckpointIsRefusedAndNothingIsOverwritten) {

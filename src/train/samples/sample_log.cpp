@@ -11,6 +11,7 @@ namespace lockstep::train {
 SampleLog read_sample_log(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError("cannot read the sample log " + path);
+  const DataError not_a_log(path + " is not a sample log: its first line is not \"# lockstep sample log\"");
   SampleLog log;
   std::string line;
   bool has_header = false;
@@ -21,27 +22,23 @@ SampleLog read_sample_log(const std::string& path) {
       break;
     }
     LoggedStep step;
-    switch (sample_log_lines::parse(line, log.header, step, &step.ids)) {
+    const auto kind = sample_log_lines::parse(line, log.header, step, &step.ids);
+    if (!has_header && kind != sample_log_lines::Kind::kHeader) throw not_a_log;
+    switch (kind) {
       case sample_log_lines::Kind::kHeader:
         if (number != 1) throw DataError(where + ": a second header; a sample log has one, on its first line");
+        if (log.header.dataset_size < 1) throw DataError(where + ": a dataset of no samples");
         has_header = true;
         break;
-      case sample_log_lines::Kind::kStep:
-        if (!has_header)
-          throw DataError(path + " is not a sample log: its first line is not \"# lockstep sample log\"");
-        log.steps.push_back(std::move(step));
-        break;
+      case sample_log_lines::Kind::kStep: log.steps.push_back(std::move(step)); break;
       case sample_log_lines::Kind::kEpochEnded: log.ended_epochs.push_back(step.epoch); break;
-      case sample_log_lines::Kind::kComment:
-        if (!has_header)
-          throw DataError(path + " is not a sample log: its first line is not \"# lockstep sample log\"");
-        break;
+      case sample_log_lines::Kind::kComment: break;
       case sample_log_lines::Kind::kOther:
         throw DataError(where + " is neither a step (\"step S epoch E: ids\") nor an epoch's end: \"" +
                         line.substr(0, 80) + "\"");
     }
   }
-  if (!has_header) throw DataError(path + " is not a sample log: its first line is not \"# lockstep sample log\"");
+  if (!has_header) throw not_a_log;
   return log;
 }
 
