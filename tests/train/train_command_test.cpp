@@ -147,6 +147,16 @@ TEST(TrainCommand, SigtermSavesTheCurrentStepExitsWithSeventyFiveAndResumesBitEx
   }
 }
 
+// The log's step and epoch lines, without the "#" lines that say where a run resumed.
+std::string trained_steps(const std::string& run) {
+  std::ifstream in(run + "/samples.log");
+  std::string steps, line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '#') steps += line + "\n";
+  }
+  return steps;
+}
+
 // The worker processes a launcher started, in the order it started them.
 std::vector<pid_t> children_of(pid_t launcher) {
   std::ifstream file("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
@@ -165,13 +175,16 @@ double last_validation_loss(const std::string& out) {
 }
 
 // A worker SIGKILLed at a random step: every worker restarts from the newest checkpoint and
-// the run ends with the parameters and validation loss of a run that was never interrupted.
+// the run ends with the parameters and validation loss of a run that was never interrupted;
+// its sample log, cut back to that checkpoint, is the uninterrupted run's line for line.
 TEST(TrainCommand, AWorkerKilledAtARandomStepRestartsAndEndsBitExact) {
   TemporaryDirectory dir;
-  const auto whole = run_process(small_job(dir.path() + "/whole", {"-n", "2", "--checkpoint-every", "2"}));
+  const auto whole =
+      run_process(small_job(dir.path() + "/whole", {"-n", "2", "--checkpoint-every", "2", "--sample-log"}));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
   const std::string out = dir.path() + "/killed";
-  testing::ToolProcess run(small_job(out, {"-n", "2", "--max-restarts", "1", "--checkpoint-every", "2"}));
+  testing::ToolProcess run(
+      small_job(out, {"-n", "2", "--max-restarts", "1", "--checkpoint-every", "2", "--sample-log"}));
   ASSERT_TRUE(wait_for_output(run, "step 4/24")) << run.stdout_text() << run.stderr_text();
   std::this_thread::sleep_for(std::chrono::milliseconds(std::random_device()() % 400));
   const auto workers = children_of(run.pid());
@@ -186,6 +199,9 @@ TEST(TrainCommand, AWorkerKilledAtARandomStepRestartsAndEndsBitExact) {
   expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt",
                           out + "/checkpoints/step-0000000024.pt");
   EXPECT_EQ(last_validation_loss(out), last_validation_loss(dir.path() + "/whole"));
+  EXPECT_EQ(trained_steps(out), trained_steps(dir.path() + "/whole"));
+  const auto audit = run_process({LOCKSTEP_TOOL, "data", "audit", out});
+  EXPECT_EQ(audit.exit_code, 0) << audit.output;
 }
 
 // A worker that crashes prints every thread's stack before it dies, and the launcher names
@@ -283,16 +299,6 @@ void expect_close_parameters(const std::string& a, const std::string& b) {
     const double differs = (pa[i].value() - pb[i].value()).abs().max().item<double>();
     EXPECT_LE(differs, 1e-6 * largest) << pa[i].key() << " differs between " << a << " and " << b;
   }
-}
-
-// The log's step and epoch lines, without the "#" lines that say where a run resumed.
-std::string trained_steps(const std::string& run) {
-  std::ifstream in(run + "/samples.log");
-  std::string steps, line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '#') steps += line + "\n";
-  }
-  return steps;
 }
 
 // With --global-batch-size every step trains the same samples on 1, 2 or 3 workers, threads
