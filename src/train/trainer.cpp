@@ -319,11 +319,6 @@ struct Trainer::FitRun {
     s.dataset_size = static_cast<int64_t>(train.sampler().dataset_size());
     s.total_steps = o.epochs() * s.steps_per_epoch;
     resume();
-    if (start.dataset_size != 0 && start.dataset_size != s.dataset_size) {
-      throw ConfigError("the checkpoint in " + folder.folder() + " was trained on a dataset of " +
-                        std::to_string(start.dataset_size) + " samples, but this run's has " +
-                        std::to_string(s.dataset_size) + "; resume with the same dataset (and --limit)");
-    }
     open_file_sinks();
     open_sample_log(train);
     fit_timeline.emplace(o.timeline(), o.out_dir(), group);
@@ -353,6 +348,11 @@ struct Trainer::FitRun {
         throw ConfigError("the checkpoint in " + folder.folder() + " was trained with global batch size " +
                           std::to_string(start.global_batch_size) + ", but this run has " +
                           std::to_string(s.global_batch) + " (0: a batch per worker); resume with the same");
+      }
+      if (start.dataset_size != 0 && start.dataset_size != s.dataset_size) {  // 0: a checkpoint from before it was kept
+        throw ConfigError("the checkpoint in " + folder.folder() + " was trained on a dataset of " +
+                          std::to_string(start.dataset_size) + " samples, but this run's has " +
+                          std::to_string(s.dataset_size) + "; resume with the same dataset (and --limit)");
       }
       // With a batch per worker, the batches of an epoch differ on another world size:
       // restart the epoch in progress. A global batch's steps are the data's own.

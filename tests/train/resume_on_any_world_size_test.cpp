@@ -14,6 +14,7 @@
 #include "support/run_output.h"
 #include "support/tool_process.h"
 #include "support/world.h"
+#include "trained_steps.h"
 
 namespace lockstep::train {
 namespace {
@@ -33,16 +34,6 @@ std::vector<std::string> global_batch_job(std::vector<std::string> data, const s
   command.insert(command.end(), data.begin(), data.end());
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
-}
-
-// The log's step and epoch lines, without the "#" lines that say where a run resumed.
-std::string trained_steps(const std::string& run) {
-  std::ifstream in(run + "/samples.log");
-  std::string steps, line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '#') steps += line + "\n";
-  }
-  return steps;
 }
 
 // Stopped after step 15 (the fourth of epoch 2) on N workers, resumed on M without

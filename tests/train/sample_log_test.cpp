@@ -3,12 +3,13 @@
 // missing or trained twice.
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "lockstep/error.h"
 #include "lockstep/train/sample_log.h"
+#include "support/expected_errors.h"
+#include "support/tool_process.h"
 #include "support/world.h"
 #include "train/samples/sample_log_writer.h"
 
@@ -19,13 +20,6 @@ using testing::TemporaryDirectory;
 
 const SampleLogHeader kSix{6, 3, 7};  // 6 samples, global batch 3, seed 7: 2 steps an epoch
 
-std::string text_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Epoch 1 in steps 1 and 2, epoch 2's first step: what a run stopped after step 3 wrote.
 void write_three_steps(const std::string& path) {
   SampleLogWriter writer(path, kSix, TrainingPosition{}, 2);
@@ -35,21 +29,11 @@ void write_three_steps(const std::string& path) {
   writer.add_step(2, 3, {1, 2, 3});
 }
 
-template <typename F>
-std::string error_of(F&& action) {
-  try {
-    action();
-  } catch (const DataError& error) {
-    return error.what();
-  }
-  return "";
-}
-
 TEST(SampleLog, WhatTheWriterWritesReadsBackWithIdsAscending) {
   TemporaryDirectory dir;
   const std::string path = dir.path() + "/samples.log";
   write_three_steps(path);
-  EXPECT_EQ(text_of(path),
+  EXPECT_EQ(testing::read_file(path),
             "# lockstep sample log 1: 6 samples, global batch 3, seed 7\n"
             "step 1 epoch 1: 0 2 4\n"
             "step 2 epoch 1: 1 3 5\n"
@@ -76,7 +60,7 @@ TEST(SampleLog, AResumeCutsTheStepsAfterItsCheckpointAndSaysSo) {
     SampleLogWriter writer(path, kSix, TrainingPosition{1, 0, 2, 2, 3}, 3);
     writer.add_step(2, 3, {0, 4, 5});
   }
-  EXPECT_EQ(text_of(path),
+  EXPECT_EQ(testing::read_file(path),
             "# lockstep sample log 1: 6 samples, global batch 3, seed 7\n"
             "step 1 epoch 1: 0 2 4\n"
             "step 2 epoch 1: 1 3 5\n"
@@ -85,7 +69,7 @@ TEST(SampleLog, AResumeCutsTheStepsAfterItsCheckpointAndSaysSo) {
             "step 3 epoch 2: 0 4 5\n");
   // The checkpoint of step 2 saved mid-epoch (epoch 0, batch 2): the epoch's end is written again.
   SampleLogWriter(path, kSix, TrainingPosition{0, 2, 2, 3, 3}, 1);
-  EXPECT_EQ(text_of(path),
+  EXPECT_EQ(testing::read_file(path),
             "# lockstep sample log 1: 6 samples, global batch 3, seed 7\n"
             "step 1 epoch 1: 0 2 4\n"
             "step 2 epoch 1: 1 3 5\n"
@@ -96,20 +80,20 @@ TEST(SampleLog, ALogThatIsNotTheRunsIsOneLineNamingTheValues) {
   TemporaryDirectory dir;
   const std::string path = dir.path() + "/samples.log";
   write_three_steps(path);
-  const std::string written = text_of(path);
+  const std::string written = testing::read_file(path);
   const TrainingPosition at_five{2, 1, 5, 2, 3};
-  EXPECT_EQ(error_of([&] { SampleLogWriter(path, kSix, at_five, 2); }),
+  EXPECT_EQ(testing::data_error([&] { SampleLogWriter(path, kSix, at_five, 2); }),
             "the sample log " + path + " ends at step 3, but the checkpoint this run resumes from is of step 5: the " +
                 "log is not this run's");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::data_error([&] {
               SampleLogWriter(path, SampleLogHeader{6, 3, 8}, TrainingPosition{0, 1, 1, 2, 3}, 2);
             }),
             "the sample log " + path + " is of 6 samples, global batch 3, seed 7, but this run has 6 samples, " +
                 "global batch 3, seed 8: resume with the same dataset, --global-batch-size and --seed");
-  EXPECT_EQ(error_of([&] { SampleLogWriter(dir.path() + "/none.log", kSix, at_five, 2); }),
+  EXPECT_EQ(testing::data_error([&] { SampleLogWriter(dir.path() + "/none.log", kSix, at_five, 2); }),
             "the sample log " + dir.path() + "/none.log is not there, but the run resumes from the checkpoint of " +
                 "step 5, so the log would miss steps 1 to 5: resume without --sample-log");
-  EXPECT_EQ(text_of(path), written) << "a refused resume leaves the log as it was";
+  EXPECT_EQ(testing::read_file(path), written) << "a refused resume leaves the log as it was";
 }
 
 TEST(SampleLog, TheAuditSaysEachEpochOnceOrNamesTheFirstSampleTwiceOrNever) {
@@ -157,10 +141,10 @@ TEST(SampleLog, ALastLineCutByACrashIsLeftOutAndAnythingElseIsNamedByLine) {
   EXPECT_EQ(log.steps.size(), 3u);
 
   std::ofstream(path, std::ios::app) << "\nstep five\n";
-  EXPECT_EQ(error_of([&] { read_sample_log(path); }),
+  EXPECT_EQ(testing::data_error([&] { read_sample_log(path); }),
             path + ", line 7 is neither a step (\"step S epoch E: ids\") nor an epoch's end: \"step five\"");
   std::ofstream(path) << "step 1 epoch 1: 0\n";
-  EXPECT_EQ(error_of([&] { read_sample_log(path); }),
+  EXPECT_EQ(testing::data_error([&] { read_sample_log(path); }),
             path + " is not a sample log: its first line is not \"# lockstep sample log\"");
 }
 

@@ -24,6 +24,7 @@
 #include "support/tool_process.h"
 #include "support/examples.h"
 #include "support/world.h"
+#include "trained_steps.h"
 
 namespace lockstep::train {
 namespace {
@@ -145,16 +146,6 @@ TEST(TrainCommand, SigtermSavesTheCurrentStepExitsWithSeventyFiveAndResumesBitEx
     expect_equal_parameters(dir.path() + "/whole/checkpoints/step-0000000024.pt",
                             out + "/checkpoints/step-0000000024.pt");
   }
-}
-
-// The log's step and epoch lines, without the "#" lines that say where a run resumed.
-std::string trained_steps(const std::string& run) {
-  std::ifstream in(run + "/samples.log");
-  std::string steps, line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '#') steps += line + "\n";
-  }
-  return steps;
 }
 
 // The worker processes a launcher started, in the order it started them.
