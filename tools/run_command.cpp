@@ -37,6 +37,11 @@ void add_run_command(CLI::App& app, Action& chosen) {
       ->capture_default_str();
   run->add_option("--max-restarts", options->max_restarts, "Times to restart every worker after one fails")
       ->capture_default_str();
+  run->add_option("--recovery", options->recovery,
+                  "restart: a failed worker stops every worker, and all start again (--max-restarts times); live: "
+                  "the others go on without it, and it is started again (--max-restarts times) to rejoin them")
+      ->check(CLI::IsMember({"live", "restart"}))
+      ->capture_default_str();
   auto rdzv_seconds = std::make_shared<double>(300.0);
   run->add_option("--rdzv-timeout", *rdzv_seconds, "Seconds launchers wait for the other nodes")->capture_default_str();
   auto heartbeat_seconds = std::make_shared<double>(30.0);

@@ -94,6 +94,7 @@ int launch_workers(TrainJob job) {
   job.workers = options.nproc_per_node * options.nnodes;  // what each worker checks its world against
   const std::vector<std::string> arguments = job.as_arguments();
   options.max_restarts = job.max_restarts;
+  options.recovery = job.recovery;
   options.bind = launch::binding_by_default(job.bind, job.on_gpu());
   options.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(job.heartbeat_timeout * 1000));
   // Stopped workers finish their step and save a checkpoint before they exit (preemption).
@@ -131,7 +132,9 @@ void add_train_command(CLI::App& app, Action& chosen) {
       // Every task of a Slurm job, on every node and after a requeue, writes to the same run folder.
       if (step && job->out.empty()) job->out = job->default_out("job" + step->job_id);
       job->resolve_defaults();
-      const std::string mode_given = job->mode_option->count() > 0 ? job->mode : node_launcher ? "processes" : "";
+      const std::string mode_given = job->mode_option->count() > 0              ? job->mode
+                                     : node_launcher || job->recovery == "live" ? "processes"
+                                                                                : "";
       const auto mode =
           choose_workers_mode(mode_given, job->device, job->workers, train::visible_gpus(), job->max_restarts);
       job->mode = mode.mode;

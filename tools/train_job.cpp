@@ -14,6 +14,9 @@
 
 #include "job_data.h"
 #include "job_model.h"
+#include "worker_training.h"
+#include "comm/groups/regroup.h"
+#include "elastic/membership.h"
 #include "rank_hosts.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
@@ -131,6 +134,14 @@ void TrainJob::add_options(CLI::App& command) {
   flags.kept("--max-restarts", &TrainJob::max_restarts,
              "Restart every worker after one fails, up to N times, resuming from the newest checkpoint "
              "(implies --mode processes)");
+  recovery_option =
+      flags
+          .kept("--recovery", &TrainJob::recovery,
+                "live: when a worker fails the others go on without restarting, and it is started again (up to "
+                "--max-restarts times) to rejoin them, healed from them; restart: every worker starts again from "
+                "the newest checkpoint (implies --mode processes; live needs --global-batch-size)")
+          ->check(CLI::IsMember({"live", "restart"}))
+          ->capture_default_str();
   flags
       .kept("--heartbeat-timeout", &TrainJob::heartbeat_timeout,
             "Processes mode: seconds without a worker's heartbeats after which it is named as hung")
@@ -178,6 +189,20 @@ void TrainJob::check() const {
     throw ConfigError(
         "--max-restarts restarts worker processes, but --mode threads runs the workers inside this "
         "one; leave out --mode threads");
+  }
+  if (recovery == "live") {
+    if (mode == "threads") {
+      throw ConfigError(
+          "--recovery live goes on in the worker processes that are left, but --mode threads runs "
+          "the workers inside this one; leave out --mode threads");
+    }
+    if (global_batch_size == 0) {
+      throw ConfigError(
+          "--recovery live trains on with fewer or more workers, so a step must not depend on "
+          "their number: give --global-batch-size (e.g. " +
+          std::to_string(batch_size * workers) + ", --batch-size times -n)");
+    }
+    if (zero != 0) throw ConfigError("--recovery live cannot yet heal sharded optimizer state; leave out --zero");
   }
   if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + argument_of(weight_decay));
   if (bucket_cap_mb <= 0) throw ConfigError("--bucket-cap-mb must be positive, got " + argument_of(bucket_cap_mb));
@@ -265,15 +290,28 @@ void report_timing(const char* phase) {
 
 // One worker's training, in the default group (a process's or a replica's); the exit status.
 int train_worker(const TrainJob& job, const JobData& d) {
+  WorkerModel worker = make_worker_model(job, d);
+  GroupTraining training(job, d, worker, std::nullopt, nullptr);
+  return report_fit(job, d, training.fit());
+}
+
+}  // namespace
+
+WorkerModel make_worker_model(const TrainJob& job, const JobData& d) {
   if (job.scripted_model() && lockstep::rank() == 0) keep_scripted_model(job);
   if (job.deterministic) train::use_deterministic_algorithms();
-  const JobModel model = make_job_model(job, d);
-  const torch::Device device = device_of(job.device, lockstep::local_rank());
+  WorkerModel worker{make_job_model(job, d), device_of(job.device, lockstep::local_rank()), nullptr};
   // cuDNN times its algorithms for each shape and keeps the fastest, as PyTorch's ImageNet
   // recipe asks: a few percent for convolutional models, whose shapes repeat every step.
-  if (device.is_cuda() && !job.deterministic) at::globalContext().setBenchmarkCuDNN(true);
-  model.module->to(device);
-  auto optimizer = make_optimizer(job, model.module->parameters());
+  if (worker.device.is_cuda() && !job.deterministic) at::globalContext().setBenchmarkCuDNN(true);
+  worker.model.module->to(worker.device);
+  worker.optimizer = make_optimizer(job, worker.model.module->parameters());
+  return worker;
+}
+
+namespace {
+
+train::TrainerOptions trainer_options(const TrainJob& job) {
   auto options = train::TrainerOptions()
                      .epochs(job.epochs)
                      .lr(job.lr)
@@ -295,24 +333,37 @@ int train_worker(const TrainJob& job, const JobData& d) {
                               .bucket_cap_mb(job.bucket_cap_mb)
                               .first_bucket_cap_mb(std::min(DDPOptions().first_bucket_cap_mb(), job.bucket_cap_mb)));
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
-  train::Trainer trainer(model.module, model.forward, optimizer, train::cross_entropy_loss(), options);
-  if (lockstep::rank() == 0) trainer.add_sink(train::console_sink(std::cout, train::interactive_console()));
+  return options;
+}
 
-  const auto sampler = data::SamplerOptions()
-                           .batch_size(static_cast<size_t>(job.batch_size))
-                           .global_batch_size(static_cast<size_t>(job.global_batch_size))
-                           .seed(job.seed);
-  const bool pin = device.is_cuda();  // so that batches reach the GPU without blocking
-  data::PrefetchLoader train_loader(
-      d.train_set,
-      data::LoaderOptions().sampler(sampler).transform(d.train_transform).threads(job.threads).pin_memory(pin));
-  data::PrefetchLoader val_loader(
-      d.val_set, data::LoaderOptions()
-                     .sampler(data::SamplerOptions(sampler).shuffle(false).even(false).global_batch_size(0))
-                     .transform(d.val_transform)
-                     .threads(job.threads)
-                     .pin_memory(pin));
-  const auto result = trainer.fit(train_loader, &val_loader);
+data::SamplerOptions sampler_options(const TrainJob& job) {
+  return data::SamplerOptions()
+      .batch_size(static_cast<size_t>(job.batch_size))
+      .global_batch_size(static_cast<size_t>(job.global_batch_size))
+      .seed(job.seed);
+}
+
+}  // namespace
+
+GroupTraining::GroupTraining(const TrainJob& job, const JobData& d, WorkerModel& worker,
+                             std::optional<train::TrainingPosition> start, std::function<bool()> joiner_waiting)
+    : trainer_(worker.model.module, worker.model.forward, worker.optimizer, train::cross_entropy_loss(),
+               trainer_options(job).start_at(start).joiner_waiting(std::move(joiner_waiting))),
+      // Pinned batches reach the GPU without blocking.
+      train_loader_(d.train_set, data::LoaderOptions()
+                                     .sampler(sampler_options(job))
+                                     .transform(d.train_transform)
+                                     .threads(job.threads)
+                                     .pin_memory(worker.device.is_cuda())),
+      val_loader_(d.val_set, data::LoaderOptions()
+                                 .sampler(sampler_options(job).shuffle(false).even(false).global_batch_size(0))
+                                 .transform(d.val_transform)
+                                 .threads(job.threads)
+                                 .pin_memory(worker.device.is_cuda())) {
+  if (lockstep::rank() == 0) trainer_.add_sink(train::console_sink(std::cout, train::interactive_console()));
+}
+
+int report_fit(const TrainJob& job, const JobData& d, const train::FitResult& result) {
   if (lockstep::rank() == 0) {
     if (result.preempted) {
       std::cout << "preempted: stopped after step " << result.steps << " and saved its checkpoint; continue with: "
@@ -332,10 +383,19 @@ int train_worker(const TrainJob& job, const JobData& d) {
   return result.preempted ? EX_TEMPFAIL : 0;
 }
 
-}  // namespace
-
 int run_train_job(const TrainJob& job) {
   report_timing("started");
+  const auto membership = elastic::Membership::from_environment();
+  if (membership && membership->replacement()) {
+    // Started again by its launcher while the others train on: it joins them at a step's end.
+    const JobData data = open_job_data(job);
+    membership->wait_for_admission();
+    detail::regroup(membership->me().id, membership->rank(), static_cast<int>(membership->members().size()),
+                    membership->generation());
+    const int status = train_live(job, data, *membership);
+    lockstep::shutdown();
+    return status;
+  }
   lockstep::init();
   report_timing("joined");
   const std::string hosts = ranks_on_hosts();
@@ -352,7 +412,7 @@ int run_train_job(const TrainJob& job) {
   }
   const JobData data = open_job_data(job);
   report_timing("data");
-  const int status = train_worker(job, data);
+  const int status = membership ? train_live(job, data, *membership) : train_worker(job, data);
   lockstep::shutdown();
   return status;
 }

@@ -52,6 +52,7 @@ struct TrainJob {
   std::string val_split;  // default: val, else test
   int64_t stop_after_step = 0;
   int max_restarts = 0;           // processes mode: restarts of every worker after one fails
+  std::string recovery = "restart";  // processes mode: restart (every worker, from a checkpoint) or live
   double heartbeat_timeout = 30;  // processes mode: seconds without heartbeats that make a worker hung
   RegistryChoice datasets;        // --data-toml, --data-path
 
@@ -60,6 +61,7 @@ struct TrainJob {
   CLI::Option* lr_option = nullptr;
   CLI::Option* weight_decay_option = nullptr;
   CLI::Option* threads_option = nullptr;
+  CLI::Option* recovery_option = nullptr;
 
   void add_options(CLI::App& command);
   // Fills the defaults that depend on other settings (the optimizer's learning rate).

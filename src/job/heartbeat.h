@@ -13,9 +13,12 @@ class TCPStore;
 
 namespace lockstep {
 
-/// The store key a worker's heartbeats count up, for `lockstep run`'s watch over it.
-inline std::string heartbeat_key(int restart_count, int rank) {
-  return "lockstep/heartbeat/attempt-" + std::to_string(restart_count) + "/" + std::to_string(rank);
+/// The store key a worker's heartbeats count up, for `lockstep run`'s watch over it: per
+/// attempt of the job, worker (its first rank) and, for a worker started again in live
+/// recovery, incarnation, so that a replacement's count starts afresh.
+inline std::string heartbeat_key(int restart_count, int member_id, int incarnation = 0) {
+  return "lockstep/heartbeat/attempt-" + std::to_string(restart_count) + "/" + std::to_string(member_id) +
+         (incarnation > 0 ? "/incarnation-" + std::to_string(incarnation) : "");
 }
 
 /// Beats about once a second, from its own thread and store connection, for as long as this

@@ -19,7 +19,9 @@ HeartbeatMonitor::~HeartbeatMonitor() { (void)store_.release(); }
 std::optional<int> HeartbeatMonitor::hung() {
   const auto now = Clock::now();
   for (int rank : ranks_) {
-    const int64_t count = store_->add(heartbeat_key(restart_count_, rank), 0);  // reads it
+    const auto incarnation = incarnations_.find(rank);
+    const int64_t count = store_->add(
+        heartbeat_key(restart_count_, rank, incarnation == incarnations_.end() ? 0 : incarnation->second), 0);
     Seen& seen = seen_[rank];
     if (count != seen.count) {
       seen = {count, now};
@@ -28,6 +30,11 @@ std::optional<int> HeartbeatMonitor::hung() {
     }
   }
   return std::nullopt;
+}
+
+void HeartbeatMonitor::restarted(int rank, int incarnation) {
+  incarnations_[rank] = incarnation;
+  seen_.erase(rank);
 }
 
 }  // namespace lockstep::launch

@@ -25,6 +25,9 @@ class HeartbeatMonitor {
 
   /// A hung worker's rank, if there is one now.
   std::optional<int> hung();
+  /// Worker `rank` was started again (live recovery) as `incarnation`: its beats count
+  /// under a key of their own, watched from its first.
+  void restarted(int rank, int incarnation);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -40,6 +43,7 @@ class HeartbeatMonitor {
   std::vector<int> ranks_;
   std::chrono::milliseconds timeout_;
   std::map<int, Seen> seen_;
+  std::map<int, int> incarnations_;  // of workers started again
 };
 
 }  // namespace lockstep::launch

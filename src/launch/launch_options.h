@@ -24,8 +24,13 @@ struct LaunchOptions {
   std::string device_backend;  // who moves CUDA tensors: "", auto, staged, nccl
   /// How long stopped workers get between SIGTERM (or a forwarded signal) and SIGKILL.
   std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
-  /// Times the workers are all started afresh after one fails (one budget for the job).
+  /// Times the workers are all started afresh after one fails (one budget for the job); in
+  /// live recovery, times a failed worker is started again to rejoin the others.
   int max_restarts = 0;
+  /// "restart": a failed worker stops every worker, and all start again (from the newest
+  /// checkpoint, for lockstep train); "live": the others go on without it, and it is
+  /// started again to rejoin them (LOCKSTEP_RECOVERY=live; elastic/membership.h).
+  std::string recovery = "restart";
   /// How long launchers wait for the other nodes to start.
   std::chrono::milliseconds rdzv_timeout = std::chrono::seconds(300);
   /// A worker whose heartbeats (sent by lockstep's init()) stop for this long is hung.

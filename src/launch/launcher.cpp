@@ -6,7 +6,9 @@
 #include <memory>
 #include <optional>
 
+#include "job/elastic_keys.h"
 #include "launch/agent_store.h"
+#include "launch/store_client.h"
 #include "launch/heartbeat_monitor.h"
 #include "job/cpu_topology.h"
 #include "launch/mpirun_command.h"
@@ -63,6 +65,8 @@ class Launcher {
     binding_ = binding_of(options);
   }
 
+  ~Launcher() { (void)ended_store_.release(); }  // c10d's client may end the process once its server is gone
+
   int run() {
     std::string last_failure;  // of the attempt before, for the workers of the next
     // A launcher started again after its node was lost joins the attempt in progress.
@@ -76,9 +80,11 @@ class Launcher {
       }
       WorkerGroup workers(options_.stop_timeout, terminal_);
       start_workers(workers, attempt, last_failure);
+      if (options_.recovery == "live") recover_live(workers, attempt);
       bool store_lost = false;
       const int status = supervise(workers, attempt, store_lost);
       if (status != 0 && store_lost) return store_gone(status);
+      if (options_.recovery == "live") return status;  // its workers went on, or could not
       // Only a failure is worth a restart: not success, a stop the launcher was asked for, or
       // a program that cannot run at all.
       if (status == 0 || !workers.failure() || status == kCannotRunStatus) return status;
@@ -111,6 +117,30 @@ class Launcher {
         break;
       }
     }
+  }
+
+  // A worker that ends is marked so in the store (the evidence the others regroup on); one
+  // that failed is started again while restarts are left, and rejoins them.
+  void recover_live(WorkerGroup& workers, int attempt) {
+    ended_store_ = connect_store_client(master_addr_of(options_), store_port_, std::chrono::seconds(10));
+    WorkerGroup::LiveRecovery live;
+    live.ended = [this, attempt](int rank, int incarnation) {
+      try {
+        const std::string key = elastic::ended_key(attempt, {rank, incarnation});
+        ended_store_->set(key, std::vector<uint8_t>{'1'});
+      } catch (const std::exception& e) {
+        report("cannot tell the others that rank " + std::to_string(rank) + " ended: " + e.what());
+      }
+    };
+    live.replace = [this, attempt](int rank, int incarnation) -> std::optional<WorkerProcess> {
+      if (restarts_used_ >= options_.max_restarts) return std::nullopt;
+      ++restarts_used_;
+      WorkerRanks place{rank, rank - ranks_.front(), incarnation};
+      return spawn_worker(options_.command,
+                          worker_environment(inherited_, options_, place, store_port_, attempt, terminal_, ""),
+                          binding_.cpus.empty() ? -1 : binding_.cpus[place.local_rank]);
+    };
+    workers.recover_live(std::move(live));
   }
 
   // Until the workers end, or one fails, or the job fails elsewhere. Without the store (node 0
@@ -172,6 +202,8 @@ class Launcher {
   const bool terminal_;  // workers write into pipes: only the launcher can tell their output reaches a person
   const std::vector<int> ranks_;
   CoreBinding binding_;
+  std::unique_ptr<c10d::TCPStore> ended_store_;  // live recovery's; left to the end of the process
+  int restarts_used_ = 0;                        // live recovery's replacements so far
 };
 
 }  // namespace

@@ -43,6 +43,8 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
       // Always set, so that one inherited from an outer launch cannot claim a terminal.
       {"LOCKSTEP_TERMINAL", stdout_is_terminal ? "1" : "0"},
+      {"LOCKSTEP_RECOVERY", options.recovery},
+      {"LOCKSTEP_INCARNATION", std::to_string(place.incarnation)},
   };
   // Why the attempt before this one ended (a timeline marks the restart with it).
   if (restart_count > 0) assigned.emplace_back("LOCKSTEP_RESTART_REASON", restart_reason);

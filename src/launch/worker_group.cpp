@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "lockstep/error.h"
+
 namespace lockstep::launch {
 namespace {
 
@@ -80,9 +82,9 @@ WorkerGroup::~WorkerGroup() {
   }
 }
 
-void WorkerGroup::add(int rank, const WorkerProcess& process) {
+void WorkerGroup::add(int rank, const WorkerProcess& process, int incarnation) {
   std::string prefix = "[rank " + std::to_string(rank) + "] ";
-  workers_.push_back(Worker{rank, process.pid, process.stdout_fd, process.stderr_fd,
+  workers_.push_back(Worker{rank, incarnation, process.pid, process.stdout_fd, process.stderr_fd,
                             PrefixedLines(prefix, terminal_, STDOUT_FILENO, progress_bar_ && rank == 0),
                             PrefixedLines(prefix, terminal_, STDERR_FILENO)});
 }
@@ -92,6 +94,8 @@ void WorkerGroup::report(const std::string& line) {
 }
 
 void WorkerGroup::watch(std::unique_ptr<HeartbeatMonitor> heartbeats) { heartbeats_ = std::move(heartbeats); }
+
+void WorkerGroup::recover_live(LiveRecovery live) { live_ = std::move(live); }
 
 void WorkerGroup::stop_when(std::function<std::optional<std::string>()> elsewhere) {
   elsewhere_ = std::move(elsewhere);
@@ -113,7 +117,13 @@ void WorkerGroup::check_watchers() {
     return;  // the store cannot be read just now; the workers' own timeouts still hold
   }
   for (Worker* worker : running_workers()) {
-    if (rank && worker->rank == *rank) {
+    if (rank && worker->rank == *rank && live_) {
+      if (worker->ended_as_hung) continue;
+      report(describe_worker(worker->rank, worker->pid) + " missed its heartbeats for " +
+             describe_seconds(heartbeats_->timeout()) + ": it hangs or was stopped; ending it, the others go on");
+      worker->ended_as_hung = true;
+      kill(-worker->pid, SIGKILL);
+    } else if (rank && worker->rank == *rank) {
       failure_ = describe_worker(worker->rank, worker->pid) + " missed its heartbeats for " +
                  describe_seconds(heartbeats_->timeout()) + ": it hangs or was stopped";
       begin_stop(kHungStatus, SIGTERM, *failure_, /*cause_is_a_worker=*/false);  // it is one of those stopped
@@ -172,6 +182,7 @@ int WorkerGroup::supervise(SignalInbox& signals) {
     }
   }
   if (stopped_by_signal_ && every_worker_saved_its_state_) return EX_TEMPFAIL;
+  if (!exit_status_ && !a_worker_completed_ && last_failure_status_) return *last_failure_status_;
   return exit_status_.value_or(0);
 }
 
@@ -185,6 +196,7 @@ void WorkerGroup::reap_exited_workers() {
       on_worker_ended(*worker, wait_status);
     }
   }
+  start_replacements();  // after the loop: adding workers moves them
 }
 
 void WorkerGroup::on_worker_ended(Worker& worker, int wait_status) {
@@ -192,6 +204,7 @@ void WorkerGroup::on_worker_ended(Worker& worker, int wait_status) {
   if (exit_status_) {
     return;  // already stopping: this exit is most likely our own doing
   }
+  if (live_ && go_on_without(worker, wait_status)) return;
   std::string who = describe_worker(worker.rank, worker.pid);
   if (WIFSIGNALED(wait_status)) {
     int signal = WTERMSIG(wait_status);
@@ -200,6 +213,42 @@ void WorkerGroup::on_worker_ended(Worker& worker, int wait_status) {
     int status = WEXITSTATUS(wait_status);
     begin_stop(status, SIGTERM, who + " exited with status " + std::to_string(status), true);
   }
+}
+
+bool WorkerGroup::go_on_without(Worker& worker, int wait_status) {
+  live_->ended(worker.rank, worker.incarnation);
+  const bool signaled = WIFSIGNALED(wait_status);
+  const int status = signaled ? 128 + WTERMSIG(wait_status) : WEXITSTATUS(wait_status);
+  if (status == 0) {
+    a_worker_completed_ = true;
+    return true;
+  }
+  if (status == EX_TEMPFAIL) return false;  // it saved its state and stops: so do the others
+  const std::string who = describe_worker(worker.rank, worker.pid);
+  report(who +
+         (signaled ? " was killed by " + describe_signal(WTERMSIG(wait_status))
+                   : " exited with status " + std::to_string(status)) +
+         "; the others go on without it");
+  last_failure_status_ = status;
+  to_replace_.emplace_back(worker.rank, worker.incarnation + 1);
+  return true;
+}
+
+void WorkerGroup::start_replacements() {
+  for (const auto& [rank, incarnation] : to_replace_) {
+    std::optional<WorkerProcess> process;
+    try {
+      process = live_->replace(rank, incarnation);
+    } catch (const Error& error) {
+      report("cannot start rank " + std::to_string(rank) + " again: " + error.what());
+    }
+    if (!process) continue;
+    add(rank, *process, incarnation);
+    if (heartbeats_) heartbeats_->restarted(rank, incarnation);
+    report("started rank " + std::to_string(rank) + " again (pid " + std::to_string(process->pid) +
+           ") to rejoin the others");
+  }
+  to_replace_.clear();
 }
 
 void WorkerGroup::on_stop_signal(int signal) {

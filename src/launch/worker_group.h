@@ -28,8 +28,20 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  /// Takes over a started worker (its pipes included) that has global rank `rank`.
-  void add(int rank, const WorkerProcess& process);
+  /// Takes over a started worker (its pipes included) that has global rank `rank`; in live
+  /// recovery, its `incarnation`-th start.
+  void add(int rank, const WorkerProcess& process, int incarnation = 0);
+
+  /// Live recovery (--recovery live): every worker that ends is told to `ended` (the
+  /// evidence the others regroup on, elastic/membership.h); one that failed does not stop
+  /// the others, and is started again through `replace` while it gives a process (the
+  /// restarts left); one that hangs is ended with SIGKILL, alone. The job's status is then
+  /// 0 when a worker completed, else the last failure's.
+  struct LiveRecovery {
+    std::function<void(int rank, int incarnation)> ended;
+    std::function<std::optional<WorkerProcess>(int rank, int incarnation)> replace;
+  };
+  void recover_live(LiveRecovery live);
 
   /// Treats a worker whose heartbeats stop as failed (exit status kHungStatus).
   void watch(std::unique_ptr<HeartbeatMonitor> heartbeats);
@@ -56,12 +68,14 @@ class WorkerGroup {
  private:
   struct Worker {
     int rank;
+    int incarnation;
     pid_t pid;
     int stdout_fd;
     int stderr_fd;
     PrefixedLines stdout_lines;
     PrefixedLines stderr_lines;
     bool running = true;
+    bool ended_as_hung = false;  // live recovery sent it SIGKILL
   };
   using Clock = std::chrono::steady_clock;
 
@@ -69,6 +83,9 @@ class WorkerGroup {
   void reap_exited_workers();
   void check_watchers();
   void on_worker_ended(Worker& worker, int wait_status);
+  // Live recovery's part of on_worker_ended; false where it leaves the end to it.
+  bool go_on_without(Worker& worker, int wait_status);
+  void start_replacements();
   void on_stop_signal(int signal);
   void begin_stop(int exit_status, int signal, const std::string& cause, bool cause_is_a_worker);
   void on_deadline();
@@ -88,6 +105,10 @@ class WorkerGroup {
   std::unique_ptr<HeartbeatMonitor> heartbeats_;
   std::function<std::optional<std::string>()> elsewhere_;
   bool every_worker_saved_its_state_ = true;  // each exited with EX_TEMPFAIL
+  std::optional<LiveRecovery> live_;
+  std::vector<std::pair<int, int>> to_replace_;  // (rank, incarnation) of failed workers, in live recovery
+  bool a_worker_completed_ = false;
+  std::optional<int> last_failure_status_;
 };
 
 }  // namespace lockstep::launch

@@ -36,19 +36,26 @@ void StragglerNotices::updated(const StepTimes& t) {
   if (!notice.empty()) notice_(notice);
 }
 
-CheckpointPolicy::CheckpointPolicy(ProcessGroup group, bool handle_signals, int64_t checkpoint_every,
-                                   int64_t stop_after_step)
-    : group_(std::move(group)), checkpoint_every_(checkpoint_every), stop_after_step_(stop_after_step) {
-  if (handle_signals) signals_.emplace();
+CheckpointPolicy::CheckpointPolicy(ProcessGroup group, bool handle_signals, std::function<bool()> joiner_waiting,
+                                   int64_t checkpoint_every, int64_t stop_after_step)
+    : group_(std::move(group)),
+      joiner_waiting_(std::move(joiner_waiting)),
+      checkpoint_every_(checkpoint_every),
+      stop_after_step_(stop_after_step) {
+  if (handle_signals || joiner_waiting_) signals_.emplace(handle_signals);
 }
 
-CheckpointPolicy::Decision CheckpointPolicy::after_step(int64_t step) {
-  const SignalRequests::Asked asked = signals_ ? signals_->agree(group_) : SignalRequests::Asked();
+CheckpointPolicy::Decision CheckpointPolicy::at_step(int64_t step) {
+  const SignalRequests::Asked asked =
+      signals_ ? signals_->agree(group_, joiner_waiting_ && joiner_waiting_()) : SignalRequests::Asked();
   Decision d;
   d.stop = asked.stop || (stop_after_step_ > 0 && step >= stop_after_step_);
   d.preempted = asked.stop;
   d.asked_by_signal = asked.checkpoint;
   d.save = d.stop || asked.checkpoint || (checkpoint_every_ > 0 && step % checkpoint_every_ == 0);
+  // A joiner needs no checkpoint: it is healed from a peer.
+  d.regroup = asked.joiner && !d.stop;
+  d.stop = d.stop || d.regroup;
   return d;
 }
 

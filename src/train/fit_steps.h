@@ -64,21 +64,26 @@ class StragglerNotices : public StepObserver {
 
 /// When fit() checkpoints and stops: every `checkpoint_every` steps, at `stop_after_step`, and
 /// when a signal asks (SIGTERM or SIGINT: checkpoint and stop; SIGUSR1: checkpoint and go on),
-/// decided alike on every rank after each step.
+/// decided alike on every rank at each step; in live recovery also when a joiner waits
+/// (`joiner_waiting`, asked on each rank: stop after the step, to regroup).
 class CheckpointPolicy {
  public:
-  CheckpointPolicy(ProcessGroup group, bool handle_signals, int64_t checkpoint_every, int64_t stop_after_step);
+  CheckpointPolicy(ProcessGroup group, bool handle_signals, std::function<bool()> joiner_waiting,
+                   int64_t checkpoint_every, int64_t stop_after_step);
   struct Decision {
     bool save = false;
     bool stop = false;
     bool preempted = false;  // stopped by a signal
     bool asked_by_signal = false;
+    bool regroup = false;  // stopped for a joiner
   };
-  /// After step `step`; every rank calls it together.
-  Decision after_step(int64_t step);
+  /// For step `step`, after its gradients and before its update (a rank that fails before
+  /// here has updated nothing); every rank calls it together.
+  Decision at_step(int64_t step);
 
  private:
   ProcessGroup group_;
+  std::function<bool()> joiner_waiting_;
   std::optional<SignalRequests> signals_;
   int64_t checkpoint_every_;
   int64_t stop_after_step_;

@@ -39,14 +39,18 @@ void install_handlers() {
 
 }  // namespace
 
-SignalRequests::SignalRequests() { install_handlers(); }
+SignalRequests::SignalRequests(bool handle_signals) : handle_signals_(handle_signals) {
+  if (handle_signals_) install_handlers();
+}
 
-SignalRequests::Asked SignalRequests::agree(const ProcessGroup& group) {
-  const int checkpoints = checkpoint_signals.load();
-  at::Tensor flags = at::tensor({stop_signals.load() > 0 ? 1 : 0, checkpoints > checkpoints_seen_ ? 1 : 0}, at::kInt);
+SignalRequests::Asked SignalRequests::agree(const ProcessGroup& group, bool joiner_waiting) {
+  const int checkpoints = handle_signals_ ? checkpoint_signals.load() : 0;
+  const bool stop = handle_signals_ && stop_signals.load() > 0;
+  at::Tensor flags =
+      at::tensor({stop ? 1 : 0, checkpoints > checkpoints_seen_ ? 1 : 0, joiner_waiting ? 1 : 0}, at::kInt);
   checkpoints_seen_ = checkpoints;
   all_reduce(flags, ReduceOp::Max, group);
-  return {flags[0].item<int>() != 0, flags[1].item<int>() != 0};
+  return {flags[0].item<int>() != 0, flags[1].item<int>() != 0, flags[2].item<int>() != 0};
 }
 
 }  // namespace lockstep::train

@@ -79,8 +79,10 @@ struct Trainer::State {
   bool file_sinks_added = false;
 
   int64_t step = 0;
-  double last_lr = 0;  // the rate of the latest update()
-  int64_t epoch = 0;   // in progress, from 0
+  double last_lr = 0;          // the rate of the latest update()
+  int64_t epoch = 0;           // in progress, from 0
+  int64_t batch_in_epoch = 0;  // of the epoch in progress, trained
+  bool placed = false;         // fit() has settled where it starts: position() holds
   int64_t steps_per_epoch = 0;
   int64_t global_batch = 0;  // the loader's SamplerOptions::global_batch_size
   int64_t step_samples = 0;  // with it, the samples of the step in progress over all ranks
@@ -176,6 +178,12 @@ void Trainer::on_record(std::function<void(const Record&)> callback) {
   state_->callbacks.push_back(std::move(callback));
 }
 int64_t Trainer::step() const { return state_->step; }
+std::optional<TrainingPosition> Trainer::position() const {
+  const State& s = *state_;
+  if (!s.placed) return std::nullopt;
+  return TrainingPosition{s.epoch,        s.batch_in_epoch, s.step, s.options.ddp().group().size(),
+                          s.global_batch, s.dataset_size};
+}
 torch::nn::Module& Trainer::module() { return *state_->module; }
 torch::optim::Optimizer& Trainer::optimizer() { return *state_->optimizer; }
 
@@ -334,13 +342,20 @@ struct Trainer::FitRun {
     } else {
       s.stragglers.reset();
     }
-    policy.emplace(group, o.handle_signals(), o.checkpoint_every(), o.stop_after_step());
+    policy.emplace(group, o.handle_signals(), o.joiner_waiting(), o.checkpoint_every(), o.stop_after_step());
     s.step = start.step;
+    s.epoch = start.epoch;
+    s.batch_in_epoch = start.batch;
+    s.placed = true;
     s.started = s.interval_started = Clock::now();
     s.waited_before = train.waited();
   }
 
   void resume() {
+    if (o.start_at()) {
+      start = *o.start_at();
+      return;
+    }
     if (!o.resume() || !writes) return;
     if (const auto resumed = resume_collectively(folder, trained)) {
       start = *resumed;
@@ -394,10 +409,14 @@ struct Trainer::FitRun {
     detail::throw_first_error(error, group);
   }
 
-  void log_samples(const data::Batch& batch) {
+  // Step `step`'s samples, before its update: in live recovery a member that updates has
+  // passed the step's agreement after this, so rank 0 has written the line by then.
+  void log_samples(int64_t step, const data::Batch& batch) {
     if (!logs_samples) return;
     std::vector<int64_t> ids = gather_step_ids(batch.ids, group);
-    if (sample_log) sample_log->add_step(s.epoch + 1, s.step, std::move(ids));
+    if (!sample_log) return;
+    sample_log->add_step(s.epoch + 1, step, std::move(ids));
+    if (o.joiner_waiting()) sample_log->flush(/*durable=*/false);  // whoever is rank 0 next reads it
   }
 
   void save(int64_t epoch, int64_t batch) {
@@ -431,15 +450,15 @@ struct Trainer::FitRun {
       const data::Batch batch = on_device(*host_batch, s.device);
       if (s.global_batch > 0) s.step_samples = static_cast<int64_t>(train.sampler().step_samples(batch_in_epoch));
       const StepOutput out = trainer.train_step(batch);
+      log_samples(s.step + 1, batch);
+      const auto decision = policy->at_step(s.step + 1);
       trainer.update();
-      log_samples(batch);
-      ++batch_in_epoch;
+      s.batch_in_epoch = ++batch_in_epoch;
       times.compute_seconds = seconds_since(compute_started);
       times.gradient_wait_seconds = s.ddp->last_gradient_wait_seconds();
       for (auto* observer : observers) observer->updated(times);
       s.interval.add(out.output, batch.labels, out.loss);
       if (s.step % o.log_every() == 0) s.log_interval(train.waited());
-      const auto decision = policy->after_step(s.step);
       if (decision.save) save(s.epoch, batch_in_epoch);
       if (decision.asked_by_signal && !decision.stop && writes && group.rank() == 0) {
         std::cerr << "lockstep: wrote the checkpoint of step " << s.step << " that SIGUSR1 asked for; training goes on"
@@ -457,13 +476,18 @@ FitResult Trainer::fit(data::PrefetchLoader& train, data::PrefetchLoader* valida
   FitResult result;
   for (s.epoch = run.start.epoch; s.epoch < s.options.epochs(); ++s.epoch) {
     const bool resumed_epoch = s.epoch == run.start.epoch;
-    train.set_epoch(s.epoch, resumed_epoch ? static_cast<size_t>(run.start.batch) : 0);
+    s.batch_in_epoch = resumed_epoch ? run.start.batch : 0;
+    train.set_epoch(s.epoch, static_cast<size_t>(s.batch_in_epoch));
     module().train();
-    if (const auto stopped = run.run_epoch(train, resumed_epoch ? run.start.batch : 0)) {
+    if (const auto stopped = run.run_epoch(train, s.batch_in_epoch)) {
       s.flush();
       run.flush_sample_log();
-      run.fit_timeline->finish();
       result.steps = s.step;
+      if (stopped->regroup) {  // the members change and fit() goes on: the timeline stays open
+        result.regroup = true;
+        return result;
+      }
+      run.fit_timeline->finish();
       result.stopped_early = true;
       result.preempted = stopped->preempted;
       return result;

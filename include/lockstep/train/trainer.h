@@ -14,6 +14,7 @@
 
 #include "lockstep/data/loader.h"
 #include "lockstep/ddp/distributed_data_parallel.h"
+#include "lockstep/train/checkpoint.h"
 #include "lockstep/train/lr_schedule.h"
 #include "lockstep/train/metrics_sink.h"
 
@@ -79,6 +80,15 @@ struct TrainerOptions {
   /// the checkpoint's step and cuts the steps trained after it. Costs two small all_gathers
   /// per step. Empty: no log. Rank 0's setting is the run's: the other ranks follow it.
   TORCH_ARG(std::string, sample_log);
+  /// Live recovery (`lockstep train --recovery live`): fit() goes on from this position with
+  /// the module and optimizer as they are (healed from a peer by whoever regrouped), reading
+  /// no checkpoint. Unset: from the start, or the checkpoint `resume` finds.
+  TORCH_ARG(std::optional<TrainingPosition>, start_at);
+  /// Live recovery: asked on every rank after each step, before its update, and agreed in
+  /// the step's signal all_reduce (no round trip of its own); when any rank says a joiner
+  /// waits, fit() returns after that step with FitResult::regroup. Set, it also writes the
+  /// sample log after every step, so that whichever member is rank 0 next finds it whole.
+  TORCH_ARG(std::function<bool()>, joiner_waiting);
   /// How the model is wrapped; its group is the Trainer's: metrics are reduced, checkpoints
   /// saved and resumed, sinks written (by its rank 0) and the learning rate scaled in it.
   TORCH_ARG(DDPOptions, ddp);
@@ -93,6 +103,9 @@ struct FitResult {
   bool preempted = false;
   /// The last validation, when there was one.
   std::optional<Record> validation;
+  /// A joiner waits (TrainerOptions::joiner_waiting): the members change, then fit() goes
+  /// on from position().
+  bool regroup = false;
 };
 
 /// One training step's outputs, detached.
@@ -139,6 +152,10 @@ class Trainer {
   void update();
 
   int64_t step() const;
+  /// Where training stands after the last step that updated the parameters: whatever
+  /// failed after it, the module and optimizer hold that step's state. Nullopt until a
+  /// fit() has settled where it starts (a checkpoint it resumes may be half read).
+  std::optional<TrainingPosition> position() const;
   torch::nn::Module& module();
   torch::optim::Optimizer& optimizer();
 

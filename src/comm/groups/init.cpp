@@ -9,6 +9,7 @@
 #include "comm/transports/device_call.h"
 #include "comm/world/environment.h"
 #include "comm/groups/process_group.h"
+#include "comm/groups/regroup.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 
@@ -105,17 +106,17 @@ void remember_group(const std::shared_ptr<GroupState>& group) {
 
 }  // namespace detail
 
-void init(const InitOptions& options) {
-  refuse_on_replicas("init");
+namespace {
+
+void install_exit_hooks() {
   static std::once_flag exit_hook;
   std::call_once(exit_hook, [] {
     std::atexit(leave_at_exit);
     survive_dead_peers();
   });
-  const WorldSpec spec = discover_world(options, process_environment());
-  if (is_initialized()) {
-    throw Error("lockstep::init() was called twice; call lockstep::shutdown() first");
-  }
+}
+
+void join(const WorldSpec& spec, const InitOptions& options) {
   if (options.device()) use_cuda_device(*options.device());  // before meeting anyone
   auto world = join_world(spec);
   // `torch::kCUDA` then means a GPU of this rank's own, which NCCL needs (and staging prefers);
@@ -129,6 +130,42 @@ void init(const InitOptions& options) {
     world_group = std::move(group);
   }
   if (auto* observer = detail::call_observer()) observer->joined(spec);
+}
+
+}  // namespace
+
+void init(const InitOptions& options) {
+  refuse_on_replicas("init");
+  install_exit_hooks();
+  const WorldSpec spec = discover_world(options, process_environment());
+  if (is_initialized()) {
+    throw Error("lockstep::init() was called twice; call lockstep::shutdown() first");
+  }
+  join(spec, options);
+}
+
+void detail::regroup(int member_id, int rank, int world_size, int generation) {
+  refuse_on_replicas("regroup");
+  install_exit_hooks();
+  leave(/*gracefully=*/false);
+  // The launcher's local places were of the workers as launched: found anew from the hosts.
+  const EnvLookup without_local_places = [process = process_environment()](const std::string& name) {
+    for (const char* launched :
+         {"LOCKSTEP_LOCAL_RANK", "LOCAL_RANK", "LOCKSTEP_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
+      if (name == launched) return std::optional<std::string>();
+    }
+    return process(name);
+  };
+  const auto options = InitOptions().rank(rank).world_size(world_size);
+  WorldSpec spec = discover_world(options, without_local_places);
+  spec.member_id = member_id;
+  spec.generation = generation;
+  join(spec, options);
+}
+
+bool detail::default_group_failed() {
+  std::lock_guard<std::mutex> lock(group_mutex);
+  return world_group != nullptr && world_group->communicator->has_failed();
 }
 
 void shutdown() {

@@ -291,6 +291,9 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
   if (auto reason = env("LOCKSTEP_RESTART_REASON")) spec.restart_reason = *reason;
   spec.job_id = job_id_of(env);
   spec.heartbeat = parse_bool(env("LOCKSTEP_HEARTBEAT").value_or(""), "LOCKSTEP_HEARTBEAT");
+  spec.member_id = spec.rank;
+  if (auto incarnation = env("LOCKSTEP_INCARNATION"))
+    spec.incarnation = parse_int(*incarnation, "LOCKSTEP_INCARNATION");
   return spec;
 }
 

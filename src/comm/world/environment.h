@@ -43,6 +43,14 @@ struct WorldSpec {
   std::string job_id;
   /// `lockstep run` watches this rank's heartbeats in its store (LOCKSTEP_HEARTBEAT=1).
   bool heartbeat = false;
+  /// The launcher's name for this worker, which live recovery keeps while ranks change
+  /// (the first rank it was given), and how many times its launcher started it
+  /// (LOCKSTEP_INCARNATION: 0, or a replacement's count).
+  int member_id = 0;
+  int incarnation = 0;
+  /// Live recovery's membership generation (elastic/membership.h): each meets under store
+  /// keys of its own. 0: the workers as launched.
+  int generation = 0;
 };
 
 /// Looks up an environment variable; tests pass a map instead of the process environment.

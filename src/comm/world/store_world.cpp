@@ -118,6 +118,10 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
   // per init, so the count tells which round this is. A restarted job counts afresh, as
   // ranks of the failed attempt may not all have joined.
   const std::string attempt = "lockstep/attempt-" + std::to_string(spec.restart_count) + "/";
+  // A generation of live recovery is formed once, by its members: its keys are its own.
+  if (spec.generation > 0) {
+    return std::make_shared<TorchStore>(store, attempt + "generation-" + std::to_string(spec.generation) + "/");
+  }
   const int64_t joined = store->add(attempt + "joined", 1);
   const int64_t round = (joined - 1) / spec.world_size;
   return std::make_shared<TorchStore>(store, attempt + std::to_string(round) + "/");
@@ -275,8 +279,8 @@ class StoreWorld : public World {
   StoreWorld(const WorldSpec& spec, StorePtr store, std::vector<std::string> hosts)
       : World(spec, std::move(hosts)), store_(std::move(store)) {
     if (spec.heartbeat && spec.method == InitMethod::Tcp) {
-      heartbeat_ =
-          std::make_unique<Heartbeat>(spec.master_addr, spec.master_port, heartbeat_key(spec.restart_count, spec.rank));
+      heartbeat_ = std::make_unique<Heartbeat>(spec.master_addr, spec.master_port,
+                                               heartbeat_key(spec.restart_count, spec.member_id, spec.incarnation));
     }
   }
 

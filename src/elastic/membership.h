@@ -1,0 +1,80 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "job/elastic_keys.h"
+
+namespace c10d {
+class TCPStore;
+}
+
+namespace lockstep::elastic {
+
+/// Who trains, generation after generation, under `lockstep run --recovery live`: the
+/// workers agree through the store the launchers already share (no process of its own
+/// that could fail alone). A generation ends when a member's collective fails or when a
+/// joiner waits; the next one holds every member of it that goes on, in their old order,
+/// then the joiners. A member is left out only on evidence: its launcher saw it end
+/// (ended_key); a hung one is ended by its launcher's heartbeat watch. So no two groups
+/// ever form from one generation, and no one is dropped for being slow.
+class Membership {
+ public:
+  /// This worker's, when its launcher asks for live recovery (LOCKSTEP_RECOVERY=live);
+  /// nullopt otherwise.
+  static std::unique_ptr<Membership> from_environment();
+  Membership(std::string store_host, int store_port, int attempt, Member me, int launched_world_size,
+             std::chrono::milliseconds timeout);
+  ~Membership();
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
+
+  const Member& me() const { return me_; }
+  /// Started again by its launcher (incarnation > 0): it joins a generation in progress.
+  bool replacement() const { return me_.incarnation > 0; }
+  int generation() const { return generation_; }
+  /// The current generation's members, in rank order.
+  const std::vector<Member>& members() const { return members_; }
+  int rank() const;
+
+  /// A replacement's way in: waits until a generation admits it, then that is the current one.
+  void wait_for_admission();
+  /// Forms the next generation; every member that goes on calls it. Waits until each member
+  /// of this generation has called it too or has ended; TimeoutError naming those that did
+  /// neither within the timeout (a hung worker whose launcher does not watch heartbeats).
+  void form_next();
+  /// The members of the generation before that are not in this one.
+  std::vector<Member> left() const { return left_; }
+  /// Whether a joiner waits to be admitted: watched from a thread of its own, so that the
+  /// step that asks costs no store round trip.
+  bool joiner_waiting() const { return joiner_waiting_.load(); }
+
+ private:
+  std::string key(const std::string& name) const { return elastic_key(attempt_, name); }
+  bool has(const std::string& name);
+  std::string read(const std::string& name);
+  void write(const std::string& name, const std::string& value);
+  void adopt(int generation, const std::string& record);
+  std::string compose_next();
+  void watch_joiners();
+
+  std::unique_ptr<c10d::TCPStore> store_;
+  std::unique_ptr<c10d::TCPStore> watch_store_;  // the joiner watch's own connection
+  int attempt_;
+  Member me_;
+  std::chrono::milliseconds timeout_;
+  int generation_ = 0;
+  std::vector<Member> members_;
+  std::vector<Member> left_;
+  std::atomic<bool> joiner_waiting_{false};
+  std::atomic<bool> watching_{false};  // rank 0 watches for joiners: the step's agreement tells the rest
+  std::atomic<bool> stopping_{false};
+  std::thread watcher_;
+};
+
+}  // namespace lockstep::elastic

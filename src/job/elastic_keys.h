@@ -1,0 +1,32 @@
+#pragma once
+
+#include <string>
+
+// The store keys of live recovery, written by workers (elastic/membership.cpp) and by their
+// launchers (a worker's end), defined once here.
+namespace lockstep::elastic {
+
+/// One worker as live recovery knows it: its launcher's name for it (the rank it was first
+/// given, kept while ranks change) and which start of it this is (0, then 1 for the first
+/// replacement its launcher started, ...).
+struct Member {
+  int id = 0;
+  int incarnation = 0;
+  bool operator==(const Member& other) const { return id == other.id && incarnation == other.incarnation; }
+};
+
+inline std::string elastic_key(int attempt, const std::string& key) {
+  return "lockstep/attempt-" + std::to_string(attempt) + "/elastic/" + key;
+}
+
+inline std::string member_name(const Member& member) {
+  return std::to_string(member.id) + ":" + std::to_string(member.incarnation);
+}
+
+/// Set by the member's launcher once the process has ended (waitpid said so): the evidence
+/// that lets the others form a generation without it, never a timeout.
+inline std::string ended_key(int attempt, const Member& member) {
+  return elastic_key(attempt, "ended/" + member_name(member));
+}
+
+}  // namespace lockstep::elastic

@@ -1,0 +1,151 @@
+// `lockstep train --recovery live`: a worker that fails does not stop the others. They
+// regroup without it, heal from the member furthest on and train on from the step they
+// reached; a replacement rejoins them. Real worker processes, killed and stopped.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/models.h"
+#include "support/run_output.h"
+#include "support/tool_process.h"
+#include "support/world.h"
+#include "trained_steps.h"
+
+namespace lockstep::train {
+namespace {
+
+using testing::contains;
+using testing::run_process;
+using testing::TemporaryDirectory;
+
+// 512 examples in steps of 48 over every worker: the same steps on 3 workers or 2.
+std::vector<std::string> live_job(const std::string& out, std::vector<std::string> extra) {
+  std::vector<std::string> command = {LOCKSTEP_TOOL,         "train", "--limit",     "512", "--val-limit", "256",
+                                      "--global-batch-size", "48",    "--log-every", "1",   "--out",       out,
+                                      "--warmup-steps",      "4",     "--epochs",    "2",   "--sample-log"};
+  command.insert(command.end(), extra.begin(), extra.end());
+  return command;
+}
+
+std::vector<pid_t> children_of(pid_t launcher) {
+  std::ifstream file("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
+  std::vector<pid_t> pids;
+  for (pid_t pid; file >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// The step the first regroup went on after: "... goes on after step 7 (...".
+int64_t went_on_after(const std::string& output) {
+  const std::string marker = "goes on after step ";
+  const auto at = output.find(marker);
+  return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
+}
+
+torch::nn::Sequential loaded_cnn(const std::string& checkpoint) {
+  auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
+  load_model_weights(checkpoint, *model);
+  return model;
+}
+
+// max |a - b| <= 1e-6 * max |a|, tensor by tensor: the same training, summed in another order.
+void expect_close_parameters(const std::string& a, const std::string& b) {
+  const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const double largest = pa[i].value().abs().max().item<double>();
+    const double apart = (pa[i].value() - pb[i].value()).abs().max().item<double>();
+    EXPECT_LE(apart, 1e-6 * largest) << pa[i].key() << " differs between " << a << " and " << b;
+  }
+}
+
+std::string newest_checkpoint(const std::string& run) {
+  std::string newest;
+  for (const auto& entry : std::filesystem::directory_iterator(run + "/checkpoints")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && entry.path().string() > newest) newest = entry.path().string();
+  }
+  return newest;
+}
+
+// The same sequence of memberships without a fault: 3 workers up to `step`, then 2.
+std::string replay(const std::string& out, int64_t step) {
+  const auto first =
+      run_process(live_job(out, {"-n", "3", "--mode", "processes", "--stop-after-step", std::to_string(step)}));
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  const auto second = run_process(live_job(out, {"-n", "2", "--mode", "processes", "--resume"}));
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  return newest_checkpoint(out);
+}
+
+// What every live run must show at its end: each epoch's samples once, the members alike.
+void expect_every_sample_once_and_members_alike(const testing::ToolProcess& run, const std::string& out) {
+  const auto audit = run_process({LOCKSTEP_TOOL, "data", "audit", out});
+  EXPECT_EQ(audit.exit_code, 0) << audit.output;
+  EXPECT_TRUE(contains(audit.output, "epoch 2: every sample once")) << audit.output;
+  EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all")) << run.stdout_text();
+}
+
+TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcesses) {
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/live";
+  testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live"}));
+  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
+  const auto workers = children_of(run.pid());
+  ASSERT_EQ(workers.size(), 3u);
+  kill(workers[1], SIGKILL);
+  ASSERT_TRUE(wait_for([&] { return went_on_after(run.stdout_text()) > 0; })) << run.stdout_text() << run.stderr_text();
+  EXPECT_EQ(children_of(run.pid()), (std::vector<pid_t>{workers[0], workers[2]}));  // the same processes
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
+  ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
+  EXPECT_TRUE(contains(run.stderr_text(), "rank 1 (pid " + std::to_string(workers[1]) +
+                                              ") was killed by signal 9 (Killed); the others go on without it"))
+      << run.stderr_text();
+  EXPECT_TRUE(contains(run.stdout_text(), "generation 1 of 2 workers goes on after step")) << run.stdout_text();
+  expect_every_sample_once_and_members_alike(run, out);
+
+  const std::string replayed = replay(dir.path() + "/replay", went_on_after(run.stdout_text()));
+  EXPECT_EQ(trained_steps(out), trained_steps(dir.path() + "/replay"));
+  expect_close_parameters(replayed, newest_checkpoint(out));
+}
+
+TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementRejoins) {
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/live";
+  testing::ToolProcess run(
+      live_job(out, {"-n", "3", "--recovery", "live", "--max-restarts", "1", "--heartbeat-timeout", "2"}));
+  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
+  const auto workers = children_of(run.pid());
+  ASSERT_EQ(workers.size(), 3u);
+  kill(workers[2], SIGSTOP);
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(180)));
+  ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
+  const std::string err = run.stderr_text();
+  EXPECT_TRUE(
+      contains(err, "rank 2 (pid " + std::to_string(workers[2]) +
+                        ") missed its heartbeats for 2 s: it hangs or was stopped; ending it, the others go on"))
+      << err;
+  EXPECT_TRUE(contains(err, "started rank 2 again")) << err;
+  EXPECT_TRUE(contains(run.stdout_text(), "generation 1 of 2 workers goes on after step")) << run.stdout_text();
+  EXPECT_TRUE(contains(run.stdout_text(), "generation 2 of 3 workers goes on after step")) << run.stdout_text();
+  EXPECT_TRUE(contains(run.stdout_text(), "a joiner was admitted")) << run.stdout_text();
+  expect_every_sample_once_and_members_alike(run, out);
+}
+
+}  // namespace
+}  // namespace lockstep::train

@@ -1,0 +1,131 @@
+// Live recovery's worker: the training goes on in the members that are left, or with the
+// joiners admitted, without a restart and without a checkpoint.
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+#include "comm/groups/regroup.h"
+#include "elastic/membership.h"
+#include "lockstep/comm/collectives.h"
+#include "lockstep/comm/init.h"
+#include "lockstep/ddp/synchronize.h"
+#include "lockstep/error.h"
+#include "worker_training.h"
+
+namespace lockstep::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string describe(const std::vector<elastic::Member>& members) {
+  std::string text;
+  for (const auto& m : members) text += (text.empty() ? "" : ", ") + std::to_string(m.id);
+  return (members.size() == 1 ? "worker " : "workers ") + text;
+}
+
+// Every member's state becomes that of the member furthest on (the lowest rank of those at
+// the furthest step): a member that updated a step its peers did not (a collective can end
+// on some members and fail on others) is the source, so that no step is lost or applied
+// twice. Returns the position all now hold. `mine` is this member's position, or nullopt
+// where it holds no state (a replacement, or a heal cut short).
+train::TrainingPosition heal(WorkerModel& worker, std::optional<train::TrainingPosition>& mine, int generation) {
+  const int64_t my_step = mine ? mine->step : -1;
+  at::Tensor furthest = at::tensor({my_step}, at::kLong);
+  all_reduce(furthest, ReduceOp::Max);
+  const int64_t step = furthest.item<int64_t>();
+  if (step < 0) {
+    throw Error("lockstep: no member of generation " + std::to_string(generation) +
+                " holds the training state any more; restart the job with --resume");
+  }
+  at::Tensor lowest = at::tensor({my_step == step ? int64_t{lockstep::rank()} : int64_t{lockstep::world_size()}});
+  all_reduce(lowest, ReduceOp::Min);
+  const int root = static_cast<int>(lowest.item<int64_t>());
+  at::Tensor where = at::zeros({5}, at::kLong);
+  if (lockstep::rank() == root) {
+    where = at::tensor({mine->epoch, mine->batch, mine->step, mine->global_batch_size, mine->dataset_size});
+  }
+  broadcast(where, root);
+  if (my_step != step) mine.reset();  // partly overwritten until both copies are done
+  synchronize(*worker.model.module, root);
+  synchronize(*worker.optimizer, root);
+  const auto w = where.accessor<int64_t, 1>();
+  mine = train::TrainingPosition{w[0], w[1], w[2], lockstep::world_size(), w[3], w[4]};
+  return *mine;
+}
+
+// At the end: whatever the members went through, they hold the same parameters (one
+// broadcast of the model, once a job), or the job says it failed.
+void check_members_alike(WorkerModel& worker) {
+  std::vector<at::Tensor> flat;
+  for (const auto& parameter : worker.model.module->parameters()) flat.push_back(parameter.detach().reshape(-1));
+  const at::Tensor mine = at::cat(flat);
+  at::Tensor root = mine.clone();
+  broadcast(root, 0);
+  at::Tensor alike = at::tensor({at::equal(mine, root) ? 1 : 0}, at::kInt);
+  all_reduce(alike, ReduceOp::Min);
+  if (alike.item<int>() == 0) {
+    throw Error("lockstep: after live recovery the members' parameters differ from rank 0's; the run is not sound");
+  }
+  if (lockstep::rank() == 0) {
+    std::cout << "lockstep: the parameters are identical on all " << lockstep::world_size() << " members" << std::endl;
+  }
+}
+
+}  // namespace
+
+int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membership) {
+  WorkerModel worker = make_worker_model(job, d);
+  std::optional<train::TrainingPosition> reached;  // this member's state, when it holds one
+  bool regrouped = membership.replacement();       // a replacement is healed before it trains
+  std::string why;
+  for (;;) {
+    train::FitResult result;
+    bool lost = false;
+    try {
+      std::optional<train::TrainingPosition> start;
+      if (regrouped) {
+        const auto healing = Clock::now();
+        start = heal(worker, reached, membership.generation());
+        if (lockstep::rank() == 0) {
+          std::cout << "lockstep: generation " << membership.generation() << " of " << lockstep::world_size()
+                    << " workers goes on after step " << start->step << " (" << why << "; healed in "
+                    << seconds_since(healing) << " s)" << std::endl;
+        }
+      }
+      GroupTraining training(job, d, worker, start, [&membership] { return membership.joiner_waiting(); });
+      try {
+        result = training.fit();
+      } catch (...) {
+        if (training.position()) reached = training.position();
+        throw;
+      }
+      reached = training.position();
+    } catch (const std::exception& e) {
+      if (!detail::default_group_failed()) throw;
+      lost = true;
+      why = first_line(e.what());
+    }
+    if (!lost && !result.regroup) {
+      check_members_alike(worker);
+      return report_fit(job, d, result);
+    }
+    const auto forming = Clock::now();
+    membership.form_next();
+    detail::regroup(membership.me().id, membership.rank(), static_cast<int>(membership.members().size()),
+                    membership.generation());
+    std::ostringstream change;
+    if (!membership.left().empty()) change << describe(membership.left()) << " left: " << (lost ? why : "ended");
+    if (!lost && result.regroup) change << (change.tellp() > 0 ? "; " : "") << "a joiner was admitted";
+    change << "; regrouped in " << seconds_since(forming) << " s";
+    why = change.str();
+    regrouped = true;
+  }
+}
+
+}  // namespace lockstep::tools

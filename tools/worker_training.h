@@ -1,0 +1,51 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "job_data.h"
+#include "job_model.h"
+#include "lockstep/train/trainer.h"
+#include "train_job.h"
+
+namespace lockstep::elastic {
+class Membership;
+}
+
+namespace lockstep::tools {
+
+// What a worker keeps for the whole job, whatever group it trains in: the model on its
+// device and the optimizer over it.
+struct WorkerModel {
+  JobModel model;
+  torch::Device device = torch::kCPU;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+};
+
+WorkerModel make_worker_model(const TrainJob& job, const JobData& d);
+
+// Training in the default group as it is now: the Trainer (its DistributedDataParallel
+// bound to that group) and the loaders of this rank's share. `start`: live recovery's
+// position to go on from; `joiner_waiting`: live recovery's question after each step.
+class GroupTraining {
+ public:
+  GroupTraining(const TrainJob& job, const JobData& d, WorkerModel& worker,
+                std::optional<train::TrainingPosition> start, std::function<bool()> joiner_waiting);
+  train::FitResult fit() { return trainer_.fit(train_loader_, &val_loader_); }
+  std::optional<train::TrainingPosition> position() const { return trainer_.position(); }
+
+ private:
+  train::Trainer trainer_;
+  data::PrefetchLoader train_loader_;
+  data::PrefetchLoader val_loader_;
+};
+
+// Rank 0's last lines on a fit that ended; the worker's exit status.
+int report_fit(const TrainJob& job, const JobData& d, const train::FitResult& result);
+
+// Live recovery's worker (lockstep train --recovery live): trains, and when a member is
+// lost or a joiner waits, regroups with the members that go on, heals, and trains on.
+int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membership);
+
+}  // namespace lockstep::tools
