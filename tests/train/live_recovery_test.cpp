@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -33,6 +35,9 @@ std::vector<std::string> live_job(const std::string& out, std::vector<std::strin
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
 }
+
+// Steps of 50 ms or more (worker 0 is slow), so that a fault lands while the job trains.
+constexpr const char* kSlowSteps = "LOCKSTEP_TEST_SLOW_RANK=0:compute:50";
 
 std::vector<pid_t> children_of(pid_t launcher) {
   std::ifstream file("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
@@ -104,7 +109,7 @@ void expect_every_sample_once_and_members_alike(const testing::ToolProcess& run,
 TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcesses) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
-  testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live"}));
+  testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live"}), {kSlowSteps});
   ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
   const auto workers = children_of(run.pid());
   ASSERT_EQ(workers.size(), 3u);
@@ -128,7 +133,8 @@ TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementR
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
   testing::ToolProcess run(
-      live_job(out, {"-n", "3", "--recovery", "live", "--max-restarts", "1", "--heartbeat-timeout", "2"}));
+      live_job(out, {"-n", "3", "--recovery", "live", "--max-restarts", "1", "--heartbeat-timeout", "2"}),
+      {kSlowSteps});
   ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
   const auto workers = children_of(run.pid());
   ASSERT_EQ(workers.size(), 3u);
@@ -141,10 +147,11 @@ TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementR
                         ") missed its heartbeats for 2 s: it hangs or was stopped; ending it, the others go on"))
       << err;
   EXPECT_TRUE(contains(err, "started rank 2 again")) << err;
-  EXPECT_TRUE(contains(run.stdout_text(), "generation 1 of 2 workers goes on after step")) << run.stdout_text();
-  EXPECT_TRUE(contains(run.stdout_text(), "generation 2 of 3 workers goes on after step")) << run.stdout_text();
-  EXPECT_TRUE(contains(run.stdout_text(), "a joiner was admitted")) << run.stdout_text();
+  // The replacement may come before the others have regrouped without it, or after.
+  EXPECT_TRUE(contains(run.stdout_text(), "worker 2 left")) << run.stdout_text();
+  EXPECT_TRUE(contains(run.stdout_text(), "of 3 workers goes on after step")) << run.stdout_text();
   expect_every_sample_once_and_members_alike(run, out);
+  EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all 3 members")) << run.stdout_text();
 }
 
 }  // namespace
