@@ -113,6 +113,7 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
     }
     if (!lost && !result.regroup) {
       check_members_alike(worker);
+      if (lockstep::rank() == 0) membership.finish();
       return report_fit(job, d, result);
     }
     const auto forming = Clock::now();

@@ -226,7 +226,10 @@ void TrainJob::check_model() const {
 }
 
 void TrainJob::check_out() const {
-  if (out.empty() || resume) return;
+  // A worker started again by live recovery joins the run whose checkpoints these are.
+  const char* incarnation = std::getenv("LOCKSTEP_INCARNATION");
+  const bool started_again = incarnation != nullptr && std::string(incarnation) != "0";
+  if (out.empty() || resume || started_again) return;
   const bool taken = s3::is_s3_url(out) ? !train::CheckpointFolder(checkpoint_folder(), 1).latest().empty()
                                         : fs::exists(fs::path(out) / "checkpoints");
   if (taken) {
@@ -389,7 +392,10 @@ int run_train_job(const TrainJob& job) {
   if (membership && membership->replacement()) {
     // Started again by its launcher while the others train on: it joins them at a step's end.
     const JobData data = open_job_data(job);
-    membership->wait_for_admission();
+    if (!membership->wait_for_admission()) {
+      std::cout << "lockstep: worker " << membership->me().id << ", started again, found the job done" << std::endl;
+      return 0;
+    }
     detail::regroup(membership->me().id, membership->rank(), static_cast<int>(membership->members().size()),
                     membership->generation());
     const int status = train_live(job, data, *membership);

@@ -115,7 +115,7 @@ void Membership::adopt(int generation, const std::string& record) {
   joiner_waiting_ = false;
 }
 
-void Membership::wait_for_admission() {
+bool Membership::wait_for_admission() {
   const int64_t place = store_->add(key("joiners/count"), 1);
   write("joiners/" + std::to_string(place), member_name(me_));
   const auto deadline = Clock::now() + timeout_;
@@ -126,9 +126,13 @@ void Membership::wait_for_admission() {
       if (generation > generation_) {
         const std::string record = read(generation_key(generation, "members"));
         const auto members = parse_members(record);
-        if (std::find(members.begin(), members.end(), me_) != members.end()) return adopt(generation, record);
+        if (std::find(members.begin(), members.end(), me_) != members.end()) {
+          adopt(generation, record);
+          return true;
+        }
       }
     }
+    if (has("finished")) return false;
     if (Clock::now() >= deadline) {
       throw TimeoutError("lockstep: worker " + std::to_string(me_.id) + ", started again, was not admitted within " +
                          seconds(timeout_) + " (LOCKSTEP_TIMEOUT): do the others still train?");

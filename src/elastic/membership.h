@@ -42,8 +42,11 @@ class Membership {
   const std::vector<Member>& members() const { return members_; }
   int rank() const;
 
-  /// A replacement's way in: waits until a generation admits it, then that is the current one.
-  void wait_for_admission();
+  /// A replacement's way in: waits until a generation admits it, then that is the current
+  /// one; false when the others finished the job first.
+  bool wait_for_admission();
+  /// Says the job's training is done, so that a replacement still waiting ends too.
+  void finish() { write("finished", "1"); }
   /// Forms the next generation; every member that goes on calls it. Waits until each member
   /// of this generation has called it too or has ended; TimeoutError naming those that did
   /// neither within the timeout (a hung worker whose launcher does not watch heartbeats).

@@ -31,7 +31,8 @@ using testing::TemporaryDirectory;
 std::vector<std::string> live_job(const std::string& out, std::vector<std::string> extra) {
   std::vector<std::string> command = {LOCKSTEP_TOOL,         "train", "--limit",     "512", "--val-limit", "256",
                                       "--global-batch-size", "48",    "--log-every", "1",   "--out",       out,
-                                      "--warmup-steps",      "4",     "--epochs",    "2",   "--sample-log"};
+                                      "--warmup-steps",      "4",     "--sample-log"};
+  if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "2"});
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
 }
@@ -102,6 +103,7 @@ std::string replay(const std::string& out, int64_t step) {
 void expect_every_sample_once_and_members_alike(const testing::ToolProcess& run, const std::string& out) {
   const auto audit = run_process({LOCKSTEP_TOOL, "data", "audit", out});
   EXPECT_EQ(audit.exit_code, 0) << audit.output;
+  EXPECT_TRUE(contains(audit.output, "epoch 1: every sample once")) << audit.output;
   EXPECT_TRUE(contains(audit.output, "epoch 2: every sample once")) << audit.output;
   EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all")) << run.stdout_text();
 }
@@ -132,9 +134,11 @@ TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcess
 TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementRejoins) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
-  testing::ToolProcess run(
-      live_job(out, {"-n", "3", "--recovery", "live", "--max-restarts", "1", "--heartbeat-timeout", "2"}),
-      {kSlowSteps});
+  // A checkpoint every 2 steps: the replacement joins a run folder that holds some.
+  // Four epochs of steps of 100 ms: time for the replacement to start and join.
+  testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live", "--max-restarts", "1", "--heartbeat-timeout",
+                                          "2", "--checkpoint-every", "2", "--epochs", "4"}),
+                           {"LOCKSTEP_TEST_SLOW_RANK=0:compute:100"});
   ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
   const auto workers = children_of(run.pid());
   ASSERT_EQ(workers.size(), 3u);
