@@ -55,6 +55,7 @@ bench: build
 	$(BUILD)/bench/ddp_cnn
 	$(BUILD)/bench/sync_floor
 	$(BUILD)/bench/recovery
+	$(BUILD)/bench/live_recovery
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-tsan

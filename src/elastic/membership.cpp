@@ -50,7 +50,11 @@ std::string describe(const std::vector<Member>& members) {
   return (members.size() == 1 ? "worker " : "workers ") + text;
 }
 
-std::string seconds(std::chrono::milliseconds timeout) { return std::to_string(timeout.count() / 1000) + " s"; }
+std::string seconds(std::chrono::milliseconds timeout) {
+  std::ostringstream text;
+  text << std::chrono::duration<double>(timeout).count() << " s";
+  return text.str();
+}
 
 std::string generation_key(int generation, const std::string& name) {
   return "generation-" + std::to_string(generation) + "/" + name;
@@ -72,8 +76,10 @@ std::unique_ptr<Membership> Membership::from_environment() {
 Membership::Membership(std::string store_host, int store_port, int attempt, Member me, int launched_world_size,
                        std::chrono::milliseconds timeout)
     : attempt_(attempt), me_(me), timeout_(timeout) {
-  store_ = std::make_unique<c10d::TCPStore>(store_host, tcp_store_options(store_port, false, timeout));
-  watch_store_ = std::make_unique<c10d::TCPStore>(store_host, tcp_store_options(store_port, false, timeout));
+  // The store's own calls are quick; `timeout` bounds the waits for the other members.
+  const auto options = tcp_store_options(store_port, /*is_server=*/false, std::chrono::seconds(30));
+  store_ = std::make_unique<c10d::TCPStore>(store_host, options);
+  watch_store_ = std::make_unique<c10d::TCPStore>(store_host, options);
   for (int id = 0; id < launched_world_size; ++id) members_.push_back({id, 0});
   watching_ = rank() == 0;
   watcher_ = std::thread([this] { watch_joiners(); });
