@@ -86,7 +86,11 @@ Membership::Membership(std::string store_host, int store_port, int attempt, Memb
 }
 
 Membership::~Membership() {
-  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
   watcher_.join();
   // c10d's client can end the process from its destructor when its server (the launcher)
   // has gone, which this worker cannot know beforehand: left to the end of the process.
@@ -208,24 +212,25 @@ std::string Membership::compose_next() {
   return record_of(members);
 }
 
+// One store request per poll while nobody joins: the count of joiners that ever came,
+// against the count admitted (read again only when more came than were last admitted).
 void Membership::watch_joiners() {
+  int64_t admitted = 0;
   while (!stopping_) {
-    try {
-      if (!watching_) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        continue;
+    if (watching_) {
+      try {
+        const int64_t came = watch_store_->add(key("joiners/count"), 0);
+        if (came > admitted && watch_store_->check({key("joiners/admitted")})) {
+          const auto bytes = watch_store_->get(key("joiners/admitted"));
+          admitted = std::stoll(std::string(bytes.begin(), bytes.end()));
+        }
+        joiner_waiting_ = came > admitted;
+      } catch (const std::exception&) {
+        return;  // the store is gone: the job ends with it
       }
-      const int64_t waiting = watch_store_->add(key("joiners/count"), 0);
-      int64_t admitted = 0;
-      if (waiting > 0 && watch_store_->check({key("joiners/admitted")})) {
-        const auto bytes = watch_store_->get(key("joiners/admitted"));
-        admitted = std::stoll(std::string(bytes.begin(), bytes.end()));
-      }
-      joiner_waiting_ = waiting > admitted;
-    } catch (const std::exception&) {
-      return;  // the store is gone: the job ends with it
     }
-    for (int i = 0; i < 10 && !stopping_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::unique_lock<std::mutex> lock(stop_mutex_);
+    stop_.wait_for(lock, kWatchEvery, [this] { return stopping_.load(); });
   }
 }
 

@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -77,6 +79,9 @@ class Membership {
   std::atomic<bool> joiner_waiting_{false};
   std::atomic<bool> watching_{false};  // rank 0 watches for joiners: the step's agreement tells the rest
   std::atomic<bool> stopping_{false};
+  std::mutex stop_mutex_;
+  std::condition_variable stop_;
+  static constexpr std::chrono::milliseconds kWatchEvery{100};
   std::thread watcher_;
 };
 
