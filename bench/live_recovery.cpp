@@ -2,8 +2,8 @@
 //
 //   bench/live_recovery
 //
-// runs the default CNN job on 3 worker processes (global batch 96, one logged line per step,
-// 12,800 examples: 133 steps) and
+// runs the default CNN job on 3 worker processes (--mode processes under either recovery;
+// global batch 96, one logged line per step, 12,800 examples: 133 steps) and
 // - SIGKILLs rank 1 at step 30, 5 times, timing from the kill the launcher's report
 //   (detection), rank 0's report that the 2 left went on (regrouped and healed), and the
 //   next step's log line (the next committed step);
@@ -50,9 +50,10 @@ bool run_job(const std::vector<std::string>& extra, const std::function<void(pid
       (fs::canonical("/proc/self/exe").parent_path().parent_path() / "tools" / "lockstep").string();
   const std::string out = fs::temp_directory_path() / ("lockstep-live-recovery-" + std::to_string(getpid()));
   fs::remove_all(out);
-  std::vector<std::string> args = {tool,          "train", "-n",      "3",     "--global-batch-size", "96",
-                                   "--epochs",    "1",     "--limit", "12800", "--val-limit",         "64",
-                                   "--log-every", "1",     "--out",   out};
+  std::vector<std::string> args = {
+      tool,      "train", "-n",          "3",  "--global-batch-size", "96", "--epochs", "1",
+      "--limit", "12800", "--val-limit", "64", "--log-every",         "1",  "--mode",   "processes",
+      "--out",   out};
   args.insert(args.end(), extra.begin(), extra.end());
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) std::exit(1);
