@@ -121,7 +121,11 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
     detail::regroup(membership.me().id, membership.rank(), static_cast<int>(membership.members().size()),
                     membership.generation());
     std::ostringstream change;
-    if (!membership.left().empty()) change << describe(membership.left()) << " left: " << (lost ? why : "ended");
+    if (!membership.left().empty()) {
+      change << describe(membership.left()) << " left: " << (lost ? why : "ended");
+    } else if (lost) {
+      change << "every member went on after " << why;
+    }
     if (!lost && result.regroup) change << (change.tellp() > 0 ? "; " : "") << "a joiner was admitted";
     change << "; regrouped in " << seconds_since(forming) << " s";
     why = change.str();
