@@ -1,5 +1,7 @@
 // Live recovery's worker: the training goes on in the members that are left, or with the
 // joiners admitted, without a restart and without a checkpoint.
+#include <sysexits.h>
+
 #include <chrono>
 #include <iostream>
 #include <sstream>
@@ -77,6 +79,20 @@ void check_members_alike(WorkerModel& worker) {
   }
 }
 
+// Fewer members are left than -n MIN:MAX asks for: they save their state, as a preempted
+// job does, and end with EX_TEMPFAIL (75), which the launcher passes on.
+int stop_below_min(const TrainJob& job, const JobData& d, WorkerModel& worker, elastic::Membership& membership,
+                   const train::TrainingPosition& at) {
+  GroupTraining(job, d, worker, at, nullptr).save_checkpoint(at);
+  if (lockstep::rank() == 0) {
+    membership.finish();  // a replacement still waiting ends too
+    std::cout << "lockstep: " << lockstep::world_size() << " of the workers are left, fewer than "
+              << membership.min_members() << " (" << membership.missing() << " missing): saved the checkpoint of step "
+              << at.step << "; continue with: lockstep train --out " << job.out << " --resume" << std::endl;
+  }
+  return EX_TEMPFAIL;
+}
+
 }  // namespace
 
 int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membership) {
@@ -97,6 +113,8 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
                     << " workers goes on after step " << start->step << " (" << why << "; healed in "
                     << seconds_since(healing) << " s)" << std::endl;
         }
+        if (lockstep::world_size() < membership.min_members())
+          return stop_below_min(job, d, worker, membership, *start);
       }
       GroupTraining training(job, d, worker, start, [&membership] { return membership.joiner_waiting(); });
       try {

@@ -17,8 +17,11 @@ void add_run_command(CLI::App& app, Action& chosen) {
   auto options = std::make_shared<launch::LaunchOptions>();
   auto stop_timeout_seconds = std::make_shared<double>(5.0);
 
-  CLI::Option* nproc = run->add_option("-n,--nproc-per-node", options->nproc_per_node,
-                                       "Workers on this node (in a PyTorchJob pod: PET_NPROC_PER_NODE)");
+  CLI::Option* nproc =
+      run->add_option("-n,--nproc-per-node", options->nproc_per_node,
+                      "Workers on this node (in a PyTorchJob pod: PET_NPROC_PER_NODE); MIN:MAX starts MAX and "
+                      "trains on while MIN are left (--recovery live)")
+          ->transform([options](std::string text) { return launch::take_min_workers(text, options->min_nproc); });
   run->add_option("--backend", options->backend,
                   "The host backend: gloo or mpi (mpi hands the job to mpirun); nccl means --device-backend nccl");
   run->add_option("--device-backend", options->device_backend,
@@ -37,11 +40,12 @@ void add_run_command(CLI::App& app, Action& chosen) {
       ->capture_default_str();
   run->add_option("--max-restarts", options->max_restarts, "Times to restart every worker after one fails")
       ->capture_default_str();
-  run->add_option("--recovery", options->recovery,
-                  "restart: a failed worker stops every worker, and all start again (--max-restarts times); live: "
-                  "the others go on without it, and it is started again (--max-restarts times) to rejoin them")
-      ->check(CLI::IsMember({"live", "restart"}))
-      ->capture_default_str();
+  CLI::Option* recovery =
+      run->add_option("--recovery", options->recovery,
+                      "restart: a failed worker stops every worker, and all start again (--max-restarts times); live: "
+                      "the others go on without it, and it is started again (--max-restarts times) to rejoin them")
+          ->check(CLI::IsMember({"live", "restart"}))
+          ->capture_default_str();
   auto rdzv_seconds = std::make_shared<double>(300.0);
   run->add_option("--rdzv-timeout", *rdzv_seconds, "Seconds launchers wait for the other nodes")->capture_default_str();
   auto heartbeat_seconds = std::make_shared<double>(30.0);
@@ -49,7 +53,9 @@ void add_run_command(CLI::App& app, Action& chosen) {
       ->capture_default_str();
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
-  run->callback([&chosen, options, nproc, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds] {
+  run->callback([&chosen, options, nproc, recovery, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds] {
+    // -n MIN:MAX trains on with fewer workers than it started: live recovery, unless refused.
+    if (options->min_nproc > 0 && recovery->count() == 0) options->recovery = "live";
     auto milliseconds = [](double seconds) {
       return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
     };

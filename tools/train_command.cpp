@@ -95,6 +95,7 @@ int launch_workers(TrainJob job) {
   const std::vector<std::string> arguments = job.as_arguments();
   options.max_restarts = job.max_restarts;
   options.recovery = job.recovery;
+  options.min_nproc = job.min_workers;
   options.bind = launch::binding_by_default(job.bind, job.on_gpu());
   options.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(job.heartbeat_timeout * 1000));
   // Stopped workers finish their step and save a checkpoint before they exit (preemption).
@@ -132,6 +133,8 @@ void add_train_command(CLI::App& app, Action& chosen) {
       // Every task of a Slurm job, on every node and after a requeue, writes to the same run folder.
       if (step && job->out.empty()) job->out = job->default_out("job" + step->job_id);
       job->resolve_defaults();
+      // -n MIN:MAX trains on with fewer workers than it started: live recovery, unless refused.
+      if (job->min_workers > 0 && job->recovery_option->count() == 0) job->recovery = "live";
       const std::string mode_given = job->mode_option->count() > 0              ? job->mode
                                      : node_launcher || job->recovery == "live" ? "processes"
                                                                                 : "";

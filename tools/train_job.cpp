@@ -57,7 +57,12 @@ void TrainJob::add_options(CLI::App& command) {
   flags.option("--dataset", &TrainJob::dataset, "Registry name of the dataset")->capture_default_str();
   flags.option("--model", &TrainJob::model, "mlp, cnn, resnet18, resnet34, resnet50, or a TorchScript file (FILE.pt)")
       ->capture_default_str();
-  workers_option = flags.option("-n,--workers", &TrainJob::workers, "Workers on this machine")->capture_default_str();
+  workers_option =
+      flags
+          .option("-n,--workers", &TrainJob::workers,
+                  "Workers on this machine; MIN:MAX starts MAX and trains on while MIN are left (--recovery live)")
+          ->transform([this](std::string text) { return launch::take_min_workers(text, min_workers); })
+          ->capture_default_str();
   mode_option =
       flags.option("--mode", &TrainJob::mode, "threads (replicas in one process) or processes (one per worker)")
           ->check(CLI::IsMember({"threads", "processes"}))

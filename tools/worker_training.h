@@ -33,6 +33,7 @@ class GroupTraining {
   GroupTraining(const TrainJob& job, const JobData& d, WorkerModel& worker,
                 std::optional<train::TrainingPosition> start, std::function<bool()> joiner_waiting);
   train::FitResult fit() { return trainer_.fit(train_loader_, &val_loader_); }
+  void save_checkpoint(const train::TrainingPosition& at) { trainer_.save_checkpoint(at); }
   std::optional<train::TrainingPosition> position() const { return trainer_.position(); }
 
  private:

@@ -69,13 +69,19 @@ std::unique_ptr<Membership> Membership::from_environment() {
   if (spec.method != InitMethod::Tcp) {
     throw ConfigError("lockstep: LOCKSTEP_RECOVERY=live needs the store of `lockstep run` (MASTER_ADDR, MASTER_PORT)");
   }
+  const char* min = std::getenv("LOCKSTEP_MIN_WORKERS");
   return std::make_unique<Membership>(spec.master_addr, spec.master_port, spec.restart_count,
-                                      Member{spec.member_id, spec.incarnation}, spec.world_size, spec.timeout);
+                                      Member{spec.member_id, spec.incarnation}, spec.world_size, spec.timeout,
+                                      min != nullptr ? std::max(1, std::atoi(min)) : 1);
 }
 
 Membership::Membership(std::string store_host, int store_port, int attempt, Member me, int launched_world_size,
-                       std::chrono::milliseconds timeout)
-    : attempt_(attempt), me_(me), timeout_(timeout) {
+                       std::chrono::milliseconds timeout, int min_members)
+    : attempt_(attempt),
+      me_(me),
+      launched_world_size_(launched_world_size),
+      min_members_(min_members),
+      timeout_(timeout) {
   // The store's own calls are quick; `timeout` bounds the waits for the other members.
   const auto options = tcp_store_options(store_port, /*is_server=*/false, std::chrono::seconds(30));
   store_ = std::make_unique<c10d::TCPStore>(store_host, options);
@@ -96,6 +102,15 @@ Membership::~Membership() {
   // has gone, which this worker cannot know beforehand: left to the end of the process.
   (void)store_.release();
   (void)watch_store_.release();
+}
+
+std::string Membership::missing() const {
+  std::vector<Member> gone;
+  for (int id = 0; id < launched_world_size_; ++id) {
+    const bool present = std::any_of(members_.begin(), members_.end(), [id](const Member& m) { return m.id == id; });
+    if (!present) gone.push_back({id, 0});
+  }
+  return gone.empty() ? "" : describe(gone);
 }
 
 int Membership::rank() const {

@@ -31,12 +31,16 @@ class Membership {
   /// nullopt otherwise.
   static std::unique_ptr<Membership> from_environment();
   Membership(std::string store_host, int store_port, int attempt, Member me, int launched_world_size,
-             std::chrono::milliseconds timeout);
+             std::chrono::milliseconds timeout, int min_members = 1);
   ~Membership();
   Membership(const Membership&) = delete;
   Membership& operator=(const Membership&) = delete;
 
   const Member& me() const { return me_; }
+  /// The fewest members the job trains on with (`-n MIN:MAX`, LOCKSTEP_MIN_WORKERS).
+  int min_members() const { return min_members_; }
+  /// The workers as launched that are in no generation now, as "worker 1" or "workers 1, 2".
+  std::string missing() const;
   /// Started again by its launcher (incarnation > 0): it joins a generation in progress.
   bool replacement() const { return me_.incarnation > 0; }
   int generation() const { return generation_; }
@@ -72,6 +76,8 @@ class Membership {
   std::unique_ptr<c10d::TCPStore> watch_store_;  // the joiner watch's own connection
   int attempt_;
   Member me_;
+  int launched_world_size_;
+  int min_members_;
   std::chrono::milliseconds timeout_;
   int generation_ = 0;
   std::vector<Member> members_;

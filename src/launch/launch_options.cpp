@@ -6,6 +6,24 @@
 
 namespace lockstep::launch {
 
+std::string take_min_workers(const std::string& text, int& min) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return text;
+  const std::string given = text.substr(0, colon);
+  size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(given, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != given.size() || value < 1) {
+    throw ConfigError("-n " + text + ": MIN in MIN:MAX must be a count of at least 1");
+  }
+  min = value;
+  return text.substr(colon + 1);
+}
+
 void validate(const LaunchOptions& options) {
   if (options.nproc_per_node < 1) {
     throw ConfigError("-n must be at least 1 (got " + std::to_string(options.nproc_per_node) + ")");
@@ -37,6 +55,16 @@ void validate(const LaunchOptions& options) {
   }
   if (options.max_restarts < 0) {
     throw ConfigError("--max-restarts must not be negative (got " + std::to_string(options.max_restarts) + ")");
+  }
+  if (options.min_nproc > options.nproc_per_node) {
+    throw ConfigError("-n " + std::to_string(options.min_nproc) + ":" + std::to_string(options.nproc_per_node) +
+                      ": MIN must not exceed MAX");
+  }
+  if (options.min_nproc > 0 && options.recovery != "live") {
+    throw ConfigError(
+        "-n MIN:MAX trains on with fewer workers than it started, as --recovery live does; leave out "
+        "--recovery " +
+        options.recovery);
   }
   if (options.recovery != "restart" && options.recovery != "live") {
     throw ConfigError("--recovery must be live or restart, got '" + options.recovery + "'");

@@ -31,6 +31,9 @@ struct LaunchOptions {
   /// checkpoint, for lockstep train); "live": the others go on without it, and it is
   /// started again to rejoin them (LOCKSTEP_RECOVERY=live; elastic/membership.h).
   std::string recovery = "restart";
+  /// `-n MIN:MAX`'s MIN: live recovery trains on while at least this many workers are left
+  /// (LOCKSTEP_MIN_WORKERS), and below it they save a checkpoint and exit 75; 0: one.
+  int min_nproc = 0;
   /// How long launchers wait for the other nodes to start.
   std::chrono::milliseconds rdzv_timeout = std::chrono::seconds(300);
   /// A worker whose heartbeats (sent by lockstep's init()) stop for this long is hung.
@@ -43,6 +46,10 @@ struct LaunchOptions {
   /// PROGRAM ARGS...; PROGRAM is looked up in PATH.
   std::vector<std::string> command;
 };
+
+/// `-n`'s text without a MIN: "2:3" gives "3" and sets `min` to 2; "3" is returned as it
+/// is. ConfigError naming the text when MIN is not a count.
+std::string take_min_workers(const std::string& text, int& min);
 
 /// Throws lockstep::ConfigError naming the option to fix when `options` cannot be launched.
 void validate(const LaunchOptions& options);

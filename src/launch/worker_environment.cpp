@@ -45,6 +45,7 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       {"LOCKSTEP_TERMINAL", stdout_is_terminal ? "1" : "0"},
       {"LOCKSTEP_RECOVERY", options.recovery},
       {"LOCKSTEP_INCARNATION", std::to_string(place.incarnation)},
+      {"LOCKSTEP_MIN_WORKERS", std::to_string(std::max(1, options.min_nproc))},
   };
   // Why the attempt before this one ended (a timeline marks the restart with it).
   if (restart_count > 0) assigned.emplace_back("LOCKSTEP_RESTART_REASON", restart_reason);

@@ -169,9 +169,26 @@ data::Batch on_device(const data::Batch& batch, torch::Device device) {
   return {batch.images.to(device, /*non_blocking=*/true), batch.labels.to(device, /*non_blocking=*/true), batch.ids};
 }
 
+// Where fit() and save_checkpoint() write checkpoints.
+CheckpointFolder checkpoint_folder_of(const TrainerOptions& o) {
+  return CheckpointFolder(
+      o.checkpoint_dir().empty() ? (std::filesystem::path(o.out_dir()) / "checkpoints").string() : o.checkpoint_dir(),
+      o.keep_checkpoints());
+}
+
 }  // namespace
 
 Trainer::~Trainer() = default;
+
+void Trainer::save_checkpoint(const TrainingPosition& position) {
+  State& s = *state_;
+  if (s.options.out_dir().empty() && s.options.checkpoint_dir().empty()) {
+    throw ConfigError("Trainer::save_checkpoint: TrainerOptions::out_dir and checkpoint_dir are empty");
+  }
+  const ProcessGroup& group = s.options.ddp().group();
+  save_collectively(checkpoint_folder_of(s.options), {module(), optimizer(), *s.ddp, s.device, group}, position,
+                    s.options.model_name());
+}
 
 void Trainer::add_sink(std::unique_ptr<MetricsSink> sink) { state_->sinks.push_back(std::move(sink)); }
 void Trainer::on_record(std::function<void(const Record&)> callback) {
@@ -318,9 +335,7 @@ struct Trainer::FitRun {
         o(s.options),
         group(o.ddp().group()),
         writes(!o.out_dir().empty()),
-        folder(o.checkpoint_dir().empty() ? (std::filesystem::path(o.out_dir()) / "checkpoints").string()
-                                          : o.checkpoint_dir(),
-               o.keep_checkpoints()),
+        folder(checkpoint_folder_of(o)),
         trained{t.module(), t.optimizer(), *s.ddp, s.device, group} {
     s.steps_per_epoch = static_cast<int64_t>(train.batches_per_epoch());
     s.global_batch = static_cast<int64_t>(train.sampler().options().global_batch_size());

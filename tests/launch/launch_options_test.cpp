@@ -31,6 +31,32 @@ TEST(LaunchOptions, DefaultsWithACommandAreRunnable) {
   EXPECT_EQ(master_addr_of(runnable()), "127.0.0.1");
 }
 
+TEST(LaunchOptions, AWorkerRangeGivesItsMaxToStartAndItsMinToLiveRecovery) {
+  int min = 0;
+  EXPECT_EQ(take_min_workers("3", min), "3");
+  EXPECT_EQ(min, 0);
+  EXPECT_EQ(take_min_workers("2:3", min), "3");
+  EXPECT_EQ(min, 2);
+  for (const std::string bad : {"0:3", "x:3", ":3", "2.5:3"}) {
+    try {
+      take_min_workers(bad, min);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const ConfigError& error) {
+      EXPECT_EQ(std::string(error.what()), "-n " + bad + ": MIN in MIN:MAX must be a count of at least 1");
+    }
+  }
+  LaunchOptions options = runnable();
+  options.nproc_per_node = 3;
+  options.min_nproc = 2;
+  EXPECT_EQ(rejection_of(options),
+            "-n MIN:MAX trains on with fewer workers than it started, as --recovery live does; leave out --recovery "
+            "restart");
+  options.recovery = "live";
+  EXPECT_EQ(rejection_of(options), "<accepted>");
+  options.min_nproc = 4;
+  EXPECT_EQ(rejection_of(options), "-n 4:3: MIN must not exceed MAX");
+}
+
 TEST(LaunchOptions, GpuJobsAreNotPinnedByDefaultAndAskedBindingIsKept) {
   EXPECT_EQ(binding_by_default("", /*gpu_job=*/true), "none");
   EXPECT_EQ(binding_by_default("", /*gpu_job=*/false), "");  // a core each, where there are enough

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -156,6 +157,35 @@ TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementR
   EXPECT_TRUE(contains(run.stdout_text(), "of 3 workers goes on after step")) << run.stdout_text();
   expect_every_sample_once_and_members_alike(run, out);
   EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all 3 members")) << run.stdout_text();
+}
+
+// -n 3:3: below 3 workers the job cannot go on; the 2 left save their state and end as a
+// preempted job does, naming the one missing, and --resume on 2 finishes every sample once.
+TEST(LiveRecovery, BelowTheFewestWorkersTheOthersSaveACheckpointAndExitSeventyFive) {
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/live";
+  testing::ToolProcess run(live_job(out, {"-n", "3:3"}), {kSlowSteps});
+  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
+  const auto workers = children_of(run.pid());
+  ASSERT_EQ(workers.size(), 3u);
+  kill(workers[2], SIGKILL);
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
+  EXPECT_EQ(run.exit_code(), 75) << run.stdout_text() << run.stderr_text();
+  const std::string text = run.stdout_text();
+  const std::string said =
+      "lockstep: 2 of the workers are left, fewer than 3 (worker 2 missing): saved the checkpoint of step ";
+  const auto at = text.find(said);
+  ASSERT_NE(at, std::string::npos) << text;
+  const int step = std::stoi(text.substr(at + said.size()));
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%010d.pt", step);
+  EXPECT_TRUE(std::filesystem::exists(out + "/checkpoints/" + name)) << text;
+
+  const auto resumed = run_process(live_job(out, {"-n", "2", "--mode", "processes", "--resume"}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const auto audit = run_process({LOCKSTEP_TOOL, "data", "audit", out});
+  EXPECT_EQ(audit.exit_code, 0) << audit.output;
+  EXPECT_TRUE(contains(audit.output, "epoch 2: every sample once")) << audit.output;
 }
 
 }  // namespace

@@ -151,6 +151,11 @@ class Trainer {
   /// Clips, sets the scheduled learning rate and steps the optimizer.
   void update();
 
+  /// Writes a checkpoint of the module and optimizer as they are, at `position`, where fit()
+  /// writes them (TrainerOptions::checkpoint_dir, else out_dir/checkpoints); every rank calls
+  /// it. Live recovery's way out when fewer workers are left than the job needs.
+  void save_checkpoint(const TrainingPosition& position);
+
   int64_t step() const;
   /// Where training stands after the last step that updated the parameters: whatever
   /// failed after it, the module and optimizer hold that step's state. Nullopt until a
