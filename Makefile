@@ -56,6 +56,7 @@ bench: build
 	$(BUILD)/bench/sync_floor
 	$(BUILD)/bench/recovery
 	$(BUILD)/bench/live_recovery
+	$(BUILD)/bench/heal
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-tsan
