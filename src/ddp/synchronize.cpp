@@ -24,7 +24,7 @@ void synchronize(torch::nn::Module& module, int root, const ProcessGroup& group)
   add("parameter", module.named_parameters(/*recurse=*/true));
   add("buffer", module.named_buffers(/*recurse=*/true));
   detail::agree_with_root("lockstep::synchronize", "module", entries, root, group);
-  detail::broadcast_into(tensors, root, group);
+  detail::broadcast_into(tensors, root, group, /*large_alone=*/true);
 }
 
 }  // namespace lockstep

@@ -38,7 +38,8 @@ void synchronize_state(torch::optim::Optimizer& optimizer, const std::vector<at:
                 "); fix that state (or the checkpoint it came from) on rank " + std::to_string(root));
   }
   if (!is_root) detail::set_options<Kind>(options, tables[0]);
-  detail::broadcast_into(detail::match_state<Kind>(optimizer, params, tables[1], is_root), root, group);
+  detail::broadcast_into(detail::match_state<Kind>(optimizer, params, tables[1], is_root), root, group,
+                         /*large_alone=*/true);
 }
 
 }  // namespace
