@@ -51,11 +51,11 @@ struct TrainJob {
   size_t val_limit = 0;   // validate on the first N only
   std::string val_split;  // default: val, else test
   int64_t stop_after_step = 0;
-  int max_restarts = 0;           // processes mode: restarts of every worker after one fails
-  std::string recovery = "restart";
-  int min_workers = 0;  // -n MIN:MAX's MIN: live recovery trains on while this many are left  // processes mode: restart (every worker, from a checkpoint) or live
-  double heartbeat_timeout = 30;  // processes mode: seconds without heartbeats that make a worker hung
-  RegistryChoice datasets;        // --data-toml, --data-path
+  int max_restarts = 0;              // processes mode: restarts of every worker after one fails
+  std::string recovery = "restart";  // processes mode: restart (every worker, from a checkpoint) or live
+  int min_workers = 0;               // -n MIN:MAX's MIN: live recovery trains on while this many are left
+  double heartbeat_timeout = 30;     // processes mode: seconds without heartbeats that make a worker hung
+  RegistryChoice datasets;           // --data-toml, --data-path
 
   CLI::Option* workers_option = nullptr;
   CLI::Option* mode_option = nullptr;
