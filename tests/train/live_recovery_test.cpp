@@ -20,6 +20,7 @@
 #include "support/tool_process.h"
 #include "support/world.h"
 #include "trained_steps.h"
+#include "worker_processes.h"
 
 namespace lockstep::train {
 namespace {
@@ -41,13 +42,6 @@ std::vector<std::string> live_job(const std::string& out, std::vector<std::strin
 // Steps of 50 ms or more (worker 0 is slow), so that a fault lands while the job trains.
 constexpr const char* kSlowSteps = "LOCKSTEP_TEST_SLOW_RANK=0:compute:50";
 
-std::vector<pid_t> children_of(pid_t launcher) {
-  std::ifstream file("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
-  std::vector<pid_t> pids;
-  for (pid_t pid; file >> pid;) pids.push_back(pid);
-  return pids;
-}
-
 bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit = std::chrono::seconds(60)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
@@ -64,12 +58,6 @@ int64_t went_on_after(const std::string& output) {
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
 }
 
-torch::nn::Sequential loaded_cnn(const std::string& checkpoint) {
-  auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
-  load_model_weights(checkpoint, *model);
-  return model;
-}
-
 // max |a - b| <= 1e-6 * max |a|, tensor by tensor: the same training, summed in another order.
 void expect_close_parameters(const std::string& a, const std::string& b) {
   const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
@@ -81,14 +69,7 @@ void expect_close_parameters(const std::string& a, const std::string& b) {
   }
 }
 
-std::string newest_checkpoint(const std::string& run) {
-  std::string newest;
-  for (const auto& entry : std::filesystem::directory_iterator(run + "/checkpoints")) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && entry.path().string() > newest) newest = entry.path().string();
-  }
-  return newest;
-}
+std::string newest_checkpoint(const std::string& run) { return CheckpointFolder(run + "/checkpoints", 1).latest(); }
 
 // The same sequence of memberships without a fault: 3 workers up to `step`, then 2.
 std::string replay(const std::string& out, int64_t step) {

@@ -25,6 +25,7 @@
 #include "support/examples.h"
 #include "support/world.h"
 #include "trained_steps.h"
+#include "worker_processes.h"
 
 namespace lockstep::train {
 namespace {
@@ -43,13 +44,6 @@ std::vector<std::string> small_job(const std::string& out, std::vector<std::stri
   if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "3"});
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
-}
-
-// A checkpoint's model (its optimizer state may be sharded across files: not read).
-torch::nn::Sequential loaded_cnn(const std::string& checkpoint) {
-  auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
-  load_model_weights(checkpoint, *model);
-  return model;
 }
 
 void expect_equal_parameters(const std::string& a, const std::string& b) {
@@ -149,13 +143,6 @@ TEST(TrainCommand, SigtermSavesTheCurrentStepExitsWithSeventyFiveAndResumesBitEx
 }
 
 // The worker processes a launcher started, in the order it started them.
-std::vector<pid_t> children_of(pid_t launcher) {
-  std::ifstream file("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
-  std::vector<pid_t> pids;
-  for (pid_t pid; file >> pid;) pids.push_back(pid);
-  return pids;
-}
-
 // The newest validation loss a run logged.
 double last_validation_loss(const std::string& out) {
   double loss = -1;
