@@ -32,13 +32,6 @@ std::string words(const std::vector<std::string>& command) {
   return line;
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A small `lockstep train` job: 512 examples, so 4 steps an epoch on 4 workers.
 std::vector<std::string> small_train(const std::string& out, int epochs, std::vector<std::string> extra = {}) {
   std::vector<std::string> command = {LOCKSTEP_TOOL,    "train",
@@ -61,7 +54,7 @@ void expect_same_parameters(const std::string& run, const std::string& reference
 // Waits until the file at `path` holds `part`; false after `timeout`.
 bool wait_for_text(const std::string& path, const std::string& part, std::chrono::seconds timeout) {
   for (const auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
-    if (contains(file_text(path), part)) return true;
+    if (contains(read_file(path), part)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;
@@ -74,9 +67,9 @@ std::string run_job(const SlurmCluster& cluster, const std::string& name, const 
   options.insert(options.end(), {"-o", output, "-J", name});
   const std::string id = cluster.submit(script, options, env);
   const std::string state = cluster.wait_for_state(id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, kJobBound);
-  EXPECT_EQ(state, "COMPLETED") << name << ":\n" << file_text(output);
-  EXPECT_EQ(cluster.job(id)["ExitCode"], "0:0") << name << ":\n" << file_text(output);
-  return file_text(output);
+  EXPECT_EQ(state, "COMPLETED") << name << ":\n" << read_file(output);
+  EXPECT_EQ(cluster.job(id)["ExitCode"], "0:0") << name << ":\n" << read_file(output);
+  return read_file(output);
 }
 
 // `srun` straight to a user's own program: init() meets on the first node without
@@ -159,14 +152,14 @@ TEST(Slurm, ARequeuedJobResumesFromItsCheckpointAndEndsBitExactly) {
   std::vector<std::string> options = shape;
   options.insert(options.end(), {"--requeue", "--open-mode=append", "-o", output});
   const std::string id = cluster.submit(job(folder + "/requeued"), options);
-  ASSERT_TRUE(wait_for_text(output, "step 8/160", std::chrono::seconds(120))) << file_text(output);
+  ASSERT_TRUE(wait_for_text(output, "step 8/160", std::chrono::seconds(120))) << read_file(output);
   ASSERT_EQ(cluster.client({"scancel", "--signal=USR1", id}).exit_code, 0);
   ASSERT_TRUE(wait_for_text(output, "that SIGUSR1 asked for; training goes on", std::chrono::seconds(60)))
-      << file_text(output);
+      << read_file(output);
   ASSERT_EQ(cluster.client({"scontrol", "requeue", id}).exit_code, 0);
 
   const std::string state = cluster.wait_for_state(id, {"COMPLETED", "FAILED", "CANCELLED"}, kJobBound);
-  const std::string text = file_text(output);
+  const std::string text = read_file(output);
   ASSERT_EQ(state, "COMPLETED") << text;
   EXPECT_EQ(cluster.job(id)["Restarts"], "1") << text;
   EXPECT_FALSE(contains(text, "stopped after step 160")) << text;
@@ -194,22 +187,22 @@ TEST(Slurm, ASecondJobOnTheSamePortFailsFastAndTheFirstEndsAsIfAlone) {
   first_options.insert(first_options.end(), {"-o", folder + "/first.out"});
   const std::string first = cluster.submit(job(folder + "/first"), first_options, port);
   ASSERT_TRUE(wait_for_text(folder + "/first.out", "step 4/80", std::chrono::seconds(120)))
-      << file_text(folder + "/first.out");
+      << read_file(folder + "/first.out");
 
   std::vector<std::string> second_options = shape;
   second_options.insert(second_options.end(), {"-o", folder + "/second.out"});
   const std::string second = cluster.submit("srun " + words({COLLECTIVES_WORKER, "init-only"}), second_options, port);
   EXPECT_EQ(cluster.wait_for_state(second, {"FAILED", "COMPLETED", "CANCELLED"}, std::chrono::seconds(30)), "FAILED");
   EXPECT_LT(cluster.run_time(second), std::chrono::seconds(10));
-  const std::string refused = file_text(folder + "/second.out");
+  const std::string refused = read_file(folder + "/second.out");
   EXPECT_TRUE(contains(refused, " of job " + second +
                                     " reached the store at MASTER_ADDR=n1 MASTER_PORT=29700, which job " + first +
                                     " holds: two jobs were given one port"))
       << refused;
 
   EXPECT_EQ(cluster.wait_for_state(first, {"COMPLETED", "FAILED", "CANCELLED"}, kJobBound), "COMPLETED")
-      << file_text(folder + "/first.out");
-  EXPECT_EQ(validation_lines(file_text(folder + "/first.out")), validation_lines(alone));
+      << read_file(folder + "/first.out");
+  EXPECT_EQ(validation_lines(read_file(folder + "/first.out")), validation_lines(alone));
   expect_same_parameters(folder + "/first", folder + "/alone");
 }
 
@@ -238,7 +231,7 @@ TEST(Slurm, BadSlurmVariablesAreOneLineOnEveryRankWithinSeconds) {
     EXPECT_EQ(cluster.wait_for_state(id, {"FAILED", "COMPLETED", "CANCELLED"}, std::chrono::seconds(30)), "FAILED")
         << setting;
     EXPECT_LT(cluster.run_time(id), std::chrono::seconds(10)) << setting;
-    const std::string text = file_text(output);
+    const std::string text = read_file(output);
     size_t ranks = 0;
     for (const std::string& line : lines_of(text)) ranks += line.rfind(message, 0) == 0 ? 1 : 0;
     EXPECT_EQ(ranks, 4u) << setting << ":\n" << text;

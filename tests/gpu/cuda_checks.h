@@ -18,6 +18,9 @@
 
 namespace lockstep::testing {
 
+/// The first GPU, where the tests run.
+inline const torch::Device kGpu(torch::kCUDA, 0);
+
 /// Every collective, sync and async, in 7 dtypes and coalesced, on rank-dependent tensors
 /// of `length` elements on `device`, against values worked out by hand: what this rank
 /// found wrong, "" when nothing.

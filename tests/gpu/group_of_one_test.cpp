@@ -22,7 +22,7 @@ namespace {
 
 using torch::Tensor;
 
-const torch::Device kGpu(torch::kCUDA, 0);
+using testing::kGpu;
 
 TEST(GroupOfOne, MovesCudaTensorsOnTheDeviceExactlyAndInStreamOrder) {
   SKIP_WITHOUT_A_GPU();

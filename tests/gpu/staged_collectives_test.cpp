@@ -25,7 +25,7 @@ torch::TensorOptions on_gpu(torch::ScalarType dtype = torch::kFloat) {
 
 using testing::equal_on_host;
 
-const torch::Device kGpu(torch::kCUDA, 0);
+using testing::kGpu;
 
 // What each of n replicas found wrong in every collective (cuda_checks.h).
 std::vector<std::string> wrong_collectives(int n, int64_t length) {

@@ -18,8 +18,6 @@
 namespace lockstep::testing {
 namespace {
 
-constexpr std::chrono::seconds kExitBound{30};
-
 std::vector<std::string> lockstep_run(const std::vector<std::string>& options, const std::vector<std::string>& steps) {
   std::vector<std::string> command = {LOCKSTEP_TOOL, "run"};
   command.insert(command.end(), options.begin(), options.end());

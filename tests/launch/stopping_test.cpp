@@ -10,7 +10,6 @@
 namespace lockstep::testing {
 namespace {
 
-constexpr std::chrono::seconds kExitBound{30};
 constexpr std::chrono::seconds kStartBound{20};
 
 // A job of `workers` probes that run `setup` (e.g. signal dispositions), record their pids

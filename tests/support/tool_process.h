@@ -9,6 +9,9 @@
 
 namespace lockstep::testing {
 
+/// How long the tests let a launcher take to exit once its job is done or stopped.
+constexpr std::chrono::seconds kExitBound{30};
+
 /// A fresh empty directory under /tmp, removed with everything in it when this goes away.
 class TemporaryDirectory {
  public:

@@ -58,17 +58,6 @@ int64_t went_on_after(const std::string& output) {
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
 }
 
-// max |a - b| <= 1e-6 * max |a|, tensor by tensor: the same training, summed in another order.
-void expect_close_parameters(const std::string& a, const std::string& b) {
-  const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    const double largest = pa[i].value().abs().max().item<double>();
-    const double apart = (pa[i].value() - pb[i].value()).abs().max().item<double>();
-    EXPECT_LE(apart, 1e-6 * largest) << pa[i].key() << " differs between " << a << " and " << b;
-  }
-}
-
 std::string newest_checkpoint(const std::string& run) { return CheckpointFolder(run + "/checkpoints", 1).latest(); }
 
 // The same sequence of memberships without a fault: 3 workers up to `step`, then 2.

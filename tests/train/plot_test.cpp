@@ -55,13 +55,6 @@ std::vector<std::string> labels(const std::string& svg, const std::string& ancho
   return texts;
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 TEST(Plot, TwoPanelsWithTrainAndValCurvesAxesAndLegend) {
   const std::string svg = train::render_curves_svg(a_run(), "resnet18 on fashion-mnist");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
@@ -131,7 +124,7 @@ TEST(Plot, CommandWritesCurvesBesideTheMetrics) {
   const auto plotted = run_process({LOCKSTEP_TOOL, "plot", run.path()});
   ASSERT_EQ(plotted.exit_code, 0) << plotted.output;
   EXPECT_EQ(plotted.output, "wrote " + run.path() + "/curves.svg (10 train and 2 val points)\n");
-  const std::string svg = file_text(run.path() + "/curves.svg");
+  const std::string svg = read_file(run.path() + "/curves.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_EQ(count(svg, "<polyline"), 4u);
   EXPECT_TRUE(contains(svg, ">" + std::filesystem::path(run.path()).filename().string() + "</text>"));  // titled by run
@@ -140,7 +133,7 @@ TEST(Plot, CommandWritesCurvesBesideTheMetrics) {
   const auto to_file = run_process({LOCKSTEP_TOOL, "plot", run.path() + "/", "--out", elsewhere});
   ASSERT_EQ(to_file.exit_code, 0) << to_file.output;
   EXPECT_TRUE(contains(to_file.output, "wrote " + elsewhere + " (10 train and 2 val points)")) << to_file.output;
-  EXPECT_EQ(file_text(elsewhere), svg);
+  EXPECT_EQ(read_file(elsewhere), svg);
 }
 
 TEST(Plot, CommandWithoutMetricsEndsWithOneLineNamingTheFile) {

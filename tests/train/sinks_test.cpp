@@ -26,13 +26,6 @@ Record train_record() {
 
 Record val_record() { return {"val", 2, 5, 1876, 4690, 120.5, {{"loss", 0.3012}, {"top1", 0.894}, {"top5", 0.998}}}; }
 
-std::string file_text(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 void expect_same(const Record& read, const Record& written) {
   EXPECT_EQ(read.phase, written.phase);
   EXPECT_EQ(read.epoch, written.epoch);
@@ -79,7 +72,7 @@ TEST(JsonLines, OneCompactObjectPerLineWrittenAtOnce) {
   auto sink = train::json_lines_sink(path);
   sink->write({"val", 1, 3, 10, 30, 1.5, {{"loss", 0.25}}});
   // Not flushed or destroyed yet: a killed run keeps the line.
-  EXPECT_EQ(file_text(path),
+  EXPECT_EQ(read_file(path),
             "{\"phase\":\"val\",\"epoch\":1,\"epochs\":3,\"step\":10,\"total_steps\":30,\"time\":1.5,\"loss\":0.25}\n");
 }
 
@@ -87,7 +80,7 @@ TEST(JsonLines, NanIsWrittenAsNullAndReadBackAsNan) {
   TemporaryDirectory dir;
   const std::string path = dir.path() + "/metrics.jsonl";
   train::json_lines_sink(path)->write({"train", 1, 1, 1, 1, 0, {{"loss", std::nan("")}}});
-  EXPECT_TRUE(contains(file_text(path), "\"loss\":null")) << file_text(path);
+  EXPECT_TRUE(contains(read_file(path), "\"loss\":null")) << read_file(path);
   const auto records = train::read_json_lines(path);
   ASSERT_EQ(records.size(), 1u);
   ASSERT_EQ(records[0].values.size(), 1u);
@@ -122,7 +115,7 @@ TEST(Csv, HeaderFromTheFirstRecordThenOneRowEach) {
   }
   // A resumed run appends below the same header.
   train::csv_sink(path)->write({"train", 2, 2, 100, 100, 30.25, {{"loss", 0.125}, {"top1", 0.75}}});
-  EXPECT_EQ(file_text(path),
+  EXPECT_EQ(read_file(path),
             "phase,epoch,step,time,loss,top1\n"
             "train,1,50,12.5,0.5,0.25\n"
             "val,1,50,14,0.375,0.3\n"

@@ -46,14 +46,6 @@ std::vector<std::string> small_job(const std::string& out, std::vector<std::stri
   return command;
 }
 
-void expect_equal_parameters(const std::string& a, const std::string& b) {
-  const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key() << " differs between " << a << " and " << b;
-  }
-}
-
 TEST(TrainCommand, ResumingARunStoppedInEpochTwoEndsWithTheSameParameters) {
   TemporaryDirectory dir;
   const auto whole = run_process(small_job(dir.path() + "/whole", {"-n", "2"}));
@@ -266,17 +258,6 @@ TEST(TrainCommand, ACheckpointOfTwoWorkersContinuesOnOneFromTheEpochStart) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   // Step 11 was in epoch 2, which restarts: 2 epochs of 16 steps on one worker follow.
   EXPECT_TRUE(std::filesystem::exists(out + "/checkpoints/step-0000000043.pt")) << resumed.output;
-}
-
-// Parameters equal to float rounding: max |a - b| <= 1e-6 max |a|, tensor by tensor.
-void expect_close_parameters(const std::string& a, const std::string& b) {
-  const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    const double largest = pa[i].value().abs().max().item<double>();
-    const double differs = (pa[i].value() - pb[i].value()).abs().max().item<double>();
-    EXPECT_LE(differs, 1e-6 * largest) << pa[i].key() << " differs between " << a << " and " << b;
-  }
 }
 
 // With --global-batch-size every step trains the same samples on 1, 2 or 3 workers, threads

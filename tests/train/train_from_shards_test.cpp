@@ -54,7 +54,7 @@ std::vector<std::string> shards_job(const PackedFashion& data, const std::string
 }
 
 // The same model tensors, bit for bit, in two checkpoints.
-void expect_equal_parameters(const std::string& a, const std::string& b) {
+void expect_equal_weights(const std::string& a, const std::string& b) {
   expect_same_weights(checkpoint_weights(a), checkpoint_weights(b));
 }
 
@@ -75,8 +75,8 @@ TEST(TrainFromShards, FromDiskAndFromNginxOverHttpsTheLossesAreTheSameInBothMode
         run_process(shards_job(data, dir + "/https-" + mode, {"--mode", mode, "--data-path", remote}));
     ASSERT_EQ(over_https.exit_code, 0) << over_https.output;
     EXPECT_EQ(validation_lines(over_https.output), validation_lines(local.output)) << mode;
-    expect_equal_parameters(dir + "/local/checkpoints/step-0000000024.pt",
-                            dir + "/https-" + mode + "/checkpoints/step-0000000024.pt");
+    expect_equal_weights(dir + "/local/checkpoints/step-0000000024.pt",
+                         dir + "/https-" + mode + "/checkpoints/step-0000000024.pt");
   }
 
   // Stopped mid-epoch (step 11 of 8-step epochs) and resumed, over HTTPS.
@@ -86,7 +86,7 @@ TEST(TrainFromShards, FromDiskAndFromNginxOverHttpsTheLossesAreTheSameInBothMode
   EXPECT_TRUE(contains(first.output, "stopped after step 11")) << first.output;
   const auto second = run_process(shards_job(data, out, {"--data-path", remote, "--resume"}));
   ASSERT_EQ(second.exit_code, 0) << second.output;
-  expect_equal_parameters(dir + "/local/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
+  expect_equal_weights(dir + "/local/checkpoints/step-0000000024.pt", out + "/checkpoints/step-0000000024.pt");
 }
 
 // Connections closed mid-body and 503 answers in front of nginx: the readers retry, and the
@@ -106,7 +106,7 @@ TEST(TrainFromShards, ThroughResetsAnd503sTheJobEndsWithTheLossesReadFromDisk) {
     ASSERT_EQ(proxied.exit_code, 0) << proxied.output;
     EXPECT_GT(proxy.requests(), 6);
     EXPECT_EQ(validation_lines(proxied.output), validation_lines(local.output));
-    expect_equal_parameters(dir + "/local/checkpoints/step-0000000008.pt", out + "/checkpoints/step-0000000008.pt");
+    expect_equal_weights(dir + "/local/checkpoints/step-0000000008.pt", out + "/checkpoints/step-0000000008.pt");
   }
 }
 

@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/models.h"
 
 // What the tests of `lockstep train`'s worker processes share: the workers a launcher
-// started, and the CNN a checkpoint holds.
+// started, the CNN a checkpoint holds, and how two checkpoints' parameters compare.
 namespace lockstep::train {
 
 inline std::vector<pid_t> children_of(pid_t launcher) {
@@ -25,6 +28,27 @@ inline torch::nn::Sequential loaded_cnn(const std::string& checkpoint) {
   auto model = make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28));
   load_model_weights(checkpoint, *model);
   return model;
+}
+
+// The same parameters, bit for bit, in two checkpoints of the CNN.
+inline void expect_equal_parameters(const std::string& a, const std::string& b) {
+  const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key() << " differs between " << a << " and " << b;
+  }
+}
+
+// Parameters equal to float rounding (the same training, summed in another order):
+// max |a - b| <= 1e-6 max |a|, tensor by tensor.
+inline void expect_close_parameters(const std::string& a, const std::string& b) {
+  const auto pa = loaded_cnn(a)->named_parameters(), pb = loaded_cnn(b)->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const double largest = pa[i].value().abs().max().item<double>();
+    const double apart = (pa[i].value() - pb[i].value()).abs().max().item<double>();
+    EXPECT_LE(apart, 1e-6 * largest) << pa[i].key() << " differs between " << a << " and " << b;
+  }
 }
 
 }  // namespace lockstep::train

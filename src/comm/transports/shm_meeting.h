@@ -2,12 +2,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace lockstep {
+
+inline size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 /// Where the ranks of one host meet between the steps of a collective: processes at the
 /// start of their shared segment, replica threads in their process's memory. It holds, per

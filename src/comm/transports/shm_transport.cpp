@@ -20,8 +20,6 @@ constexpr size_t kSlotBytes = 256 << 10;
 constexpr size_t kDirectBytes = 32 << 10;
 constexpr size_t kAlign = 4096;
 
-size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
 }  // namespace
 
 size_t ShmTransport::segment_bytes(int size) {

@@ -11,8 +11,6 @@ namespace {
 
 constexpr size_t kLineBytes = 64;
 
-size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
 }  // namespace
 
 ThreadMeetingPlace::ThreadMeetingPlace(int size)

@@ -89,7 +89,7 @@ std::vector<std::string> split_at_commas(const std::string& text) {
   return parts;
 }
 
-std::string joined(const std::vector<std::string>& names) {
+std::string csv_columns(const std::vector<std::string>& names) {
   std::string text;
   for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
   return text;
@@ -118,11 +118,12 @@ class CsvSink : public MetricsSink {
     for (const auto& entry : record.values) names.push_back(csv_field(entry.first));
     if (!has_header_) {
       names_ = names;
-      file_ << kCsvFixedColumns << (names.empty() ? "" : ",") << joined(names) << "\n";
+      file_ << kCsvFixedColumns << (names.empty() ? "" : ",") << csv_columns(names) << "\n";
       has_header_ = true;
     } else if (names != names_) {
-      throw Error(path_ + ": a " + record.phase + " record has values " + joined(names) + " but the CSV columns are " +
-                  joined(names_) + " (use one CSV per set of values, or JSON Lines)");
+      throw Error(path_ + ": a " + record.phase + " record has values " + csv_columns(names) +
+                  " but the CSV columns are " + csv_columns(names_) +
+                  " (use one CSV per set of values, or JSON Lines)");
     }
     file_ << csv_field(record.phase) << "," << record.epoch << "," << record.step << ","
           << number_text(record.elapsed_seconds);
