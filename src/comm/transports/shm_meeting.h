@@ -10,6 +10,7 @@
 
 namespace lockstep {
 
+/// `value` rounded up to a multiple of `multiple`: where what follows a meeting may start.
 inline size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 /// Where the ranks of one host meet between the steps of a collective: processes at the
