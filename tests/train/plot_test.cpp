@@ -1,9 +1,7 @@
 // The SVG curves and `lockstep plot`.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 

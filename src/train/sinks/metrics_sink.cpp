@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 
+#include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
 
 #include "lockstep/error.h"
@@ -89,12 +90,6 @@ std::vector<std::string> split_at_commas(const std::string& text) {
   return parts;
 }
 
-std::string csv_columns(const std::vector<std::string>& names) {
-  std::string text;
-  for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
-  return text;
-}
-
 const std::string kCsvFixedColumns = "phase,epoch,step,time";
 
 class CsvSink : public MetricsSink {
@@ -118,11 +113,11 @@ class CsvSink : public MetricsSink {
     for (const auto& entry : record.values) names.push_back(csv_field(entry.first));
     if (!has_header_) {
       names_ = names;
-      file_ << kCsvFixedColumns << (names.empty() ? "" : ",") << csv_columns(names) << "\n";
+      file_ << kCsvFixedColumns << (names.empty() ? "" : ",") << c10::Join(",", names) << "\n";
       has_header_ = true;
     } else if (names != names_) {
-      throw Error(path_ + ": a " + record.phase + " record has values " + csv_columns(names) +
-                  " but the CSV columns are " + csv_columns(names_) +
+      throw Error(path_ + ": a " + record.phase + " record has values " + c10::Join(",", names) +
+                  " but the CSV columns are " + c10::Join(",", names_) +
                   " (use one CSV per set of values, or JSON Lines)");
     }
     file_ << csv_field(record.phase) << "," << record.epoch << "," << record.step << ","
