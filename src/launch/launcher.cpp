@@ -65,7 +65,13 @@ class Launcher {
     binding_ = binding_of(options);
   }
 
-  ~Launcher() { (void)ended_store_.release(); }  // c10d's client may end the process once its server is gone
+  // c10d's clients may end the process once their server is gone, and those of this launcher
+  // are left to the end of the process; so is the server, or a client's reader thread could
+  // see it close (connection reset) while the process exits, and abort it.
+  ~Launcher() {
+    (void)ended_store_.release();
+    (void)store_.release();
+  }
 
   int run() {
     std::string last_failure;  // of the attempt before, for the workers of the next
