@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include "comm/groups/regroup.h"
+#include "elastic/furthest_member.h"
 #include "elastic/membership.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/init.h"
@@ -31,31 +32,20 @@ std::string describe(const std::vector<elastic::Member>& members) {
   return (members.size() == 1 ? "worker " : "workers ") + text;
 }
 
-// Every member's state becomes that of the member furthest on (the lowest rank of those at
-// the furthest step): a member that updated a step its peers did not (a collective can end
-// on some members and fail on others) is the source, so that no step is lost or applied
-// twice. Returns the position all now hold. `mine` is this member's position, or nullopt
-// where it holds no state (a replacement, or a heal cut short).
+// Every member's state becomes that of the member furthest on (elastic/furthest_member.h).
+// Returns the position all now hold. `mine` is this member's position, or nullopt where it
+// holds no state (a replacement, or a heal cut short).
 train::TrainingPosition heal(WorkerModel& worker, std::optional<train::TrainingPosition>& mine, int generation) {
   const int64_t my_step = mine ? mine->step : -1;
-  at::Tensor furthest = at::tensor({my_step}, at::kLong);
-  all_reduce(furthest, ReduceOp::Max);
-  const int64_t step = furthest.item<int64_t>();
-  if (step < 0) {
-    throw Error("lockstep: no member of generation " + std::to_string(generation) +
-                " holds the training state any more; restart the job with --resume");
-  }
-  at::Tensor lowest = at::tensor({my_step == step ? int64_t{lockstep::rank()} : int64_t{lockstep::world_size()}});
-  all_reduce(lowest, ReduceOp::Min);
-  const int root = static_cast<int>(lowest.item<int64_t>());
+  const elastic::FurthestMember source = elastic::find_furthest_member(my_step, generation);
   at::Tensor where = at::zeros({5}, at::kLong);
-  if (lockstep::rank() == root) {
+  if (lockstep::rank() == source.rank) {
     where = at::tensor({mine->epoch, mine->batch, mine->step, mine->global_batch_size, mine->dataset_size});
   }
-  broadcast(where, root);
-  if (my_step != step) mine.reset();  // partly overwritten until both copies are done
-  synchronize(*worker.model.module, root);
-  synchronize(*worker.optimizer, root);
+  broadcast(where, source.rank);
+  if (my_step != source.step) mine.reset();  // partly overwritten until both copies are done
+  synchronize(*worker.model.module, source.rank);
+  synchronize(*worker.optimizer, source.rank);
   const auto w = where.accessor<int64_t, 1>();
   mine = train::TrainingPosition{w[0], w[1], w[2], lockstep::world_size(), w[3], w[4]};
   return *mine;

@@ -10,6 +10,7 @@
 #include "lockstep/comm/work.h"
 #include "lockstep/ddp/comm_hook.h"
 #include "lockstep/ddp/distributed_data_parallel.h"
+#include "lockstep/ddp/live_training.h"
 #include "lockstep/ddp/scripted_module.h"
 #include "lockstep/ddp/synchronize.h"
 #include "lockstep/optim/distributed_optimizer.h"

@@ -1,5 +1,7 @@
 #include "test_hooks/test_hooks.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +38,18 @@ ClockOffset clock_offset() {
   return offset;
 }
 
+struct DeathWhenHealing {
+  int member = -1;
+  int generation = -1;
+};
+
+DeathWhenHealing death_when_healing() {
+  DeathWhenHealing death;
+  const char* value = std::getenv("LOCKSTEP_TEST_DIE_WHEN_HEALING");
+  if (value != nullptr && std::sscanf(value, "%d:%d", &death.member, &death.generation) != 2) death = {};
+  return death;
+}
+
 }  // namespace
 
 void sleep_if_slowed(int rank, const char* part) {
@@ -47,6 +61,11 @@ void sleep_if_slowed(int rank, const char* part) {
 double clock_offset_us(int rank) {
   static const ClockOffset offset = clock_offset();
   return rank == offset.rank ? offset.us : 0;
+}
+
+void die_if_asked_when_healing(int member, int generation) {
+  static const DeathWhenHealing death = death_when_healing();
+  if (member == death.member && generation == death.generation) raise(SIGKILL);
 }
 
 }  // namespace lockstep::test_hooks

@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -18,6 +16,7 @@
 #include "lockstep/train/models.h"
 #include "support/run_output.h"
 #include "support/tool_process.h"
+#include "support/wait_for.h"
 #include "support/world.h"
 #include "trained_steps.h"
 #include "worker_processes.h"
@@ -28,6 +27,7 @@ namespace {
 using testing::contains;
 using testing::run_process;
 using testing::TemporaryDirectory;
+using testing::wait_for;
 
 // 512 examples in steps of 48 over every worker: the same steps on 3 workers or 2.
 std::vector<std::string> live_job(const std::string& out, std::vector<std::string> extra) {
@@ -41,15 +41,6 @@ std::vector<std::string> live_job(const std::string& out, std::vector<std::strin
 
 // Steps of 50 ms or more (worker 0 is slow), so that a fault lands while the job trains.
 constexpr const char* kSlowSteps = "LOCKSTEP_TEST_SLOW_RANK=0:compute:50";
-
-bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit = std::chrono::seconds(60)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
 
 // The step the first regroup went on after: "... goes on after step 7 (...".
 int64_t went_on_after(const std::string& output) {
