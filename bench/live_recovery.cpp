@@ -1,6 +1,7 @@
 // What live recovery (`lockstep train --recovery live`) costs and how fast it is:
 //
 //   bench/live_recovery
+//   bench/live_recovery faults [SECONDS]
 //
 // runs the default CNN job on 3 worker processes (--mode processes under either recovery;
 // global batch 96, one logged line per step, 12,800 examples: 133 steps) and
@@ -12,6 +13,9 @@
 // - without a fault, times steps 20 to 120 under --recovery live and --recovery restart,
 //   5 pairs in ABBA order, and reports the median ratio: what the per-step agreement costs.
 // Times are on the steady clock, taken as the lines arrive; figures are medians.
+// `faults` instead trains the whole training set for SECONDS (default 300) without a fault,
+// then with one every 30 s (SIGKILL and SIGSTOP in turn, replacements rejoining), and
+// reports the samples/s of the second over the first.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,17 +47,22 @@ std::vector<pid_t> children_of(pid_t pid) {
 
 bool has(const std::string& line, const std::string& part) { return line.find(part) != std::string::npos; }
 
-// Runs `lockstep train` with the job's flags and `extra`, calling `on_line(launcher, line)`
-// for each line of its output as it comes; false when the job failed.
-bool run_job(const std::vector<std::string>& extra, const std::function<void(pid_t, const std::string&)>& on_line) {
+// 133 steps: one epoch of 12,800 examples.
+const std::vector<std::string> kShortJob = {"--epochs", "1", "--limit", "12800"};
+// Far more steps than 5 minutes take: the whole training set, 50 epochs.
+const std::vector<std::string> kLongJob = {"--epochs", "50"};
+
+// Runs `lockstep train` with the job's flags, `length` and `extra`, calling
+// `on_line(launcher, line)` for each line of its output as it comes; false when the job failed.
+bool run_job(const std::vector<std::string>& extra, const std::function<void(pid_t, const std::string&)>& on_line,
+             const std::vector<std::string>& length = kShortJob) {
   static const std::string tool =
       (fs::canonical("/proc/self/exe").parent_path().parent_path() / "tools" / "lockstep").string();
   const std::string out = fs::temp_directory_path() / ("lockstep-live-recovery-" + std::to_string(getpid()));
   fs::remove_all(out);
-  std::vector<std::string> args = {
-      tool,      "train", "-n",          "3",  "--global-batch-size", "96", "--epochs", "1",
-      "--limit", "12800", "--val-limit", "64", "--log-every",         "1",  "--mode",   "processes",
-      "--out",   out};
+  std::vector<std::string> args = {tool, "train",       "-n", "3",      "--global-batch-size", "96",    "--val-limit",
+                                   "64", "--log-every", "1",  "--mode", "processes",           "--out", out};
+  args.insert(args.end(), length.begin(), length.end());
   args.insert(args.end(), extra.begin(), extra.end());
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) std::exit(1);
@@ -131,6 +140,51 @@ double steady_steps(const std::string& recovery) {
   return seconds(first, last);
 }
 
+// The step number of a progress line ("step 412/31250 ..."), or -1.
+int64_t step_of(const std::string& line) {
+  const auto at = line.find("step ");
+  if (at == std::string::npos || line.find('/', at) == std::string::npos) return -1;
+  return std::atoll(line.c_str() + at + 5);
+}
+
+// Samples a second over `window` from the first step, --recovery live; with `faults`, a
+// fault every 30 s, SIGKILL and SIGSTOP in turn, of one of the workers there are then (the
+// launcher ends a stopped one after its heartbeat timeout of 2 s and starts replacements).
+double throughput(double window, bool faults) {
+  Clock::time_point start{};
+  int64_t first_step = -1, last_step = -1;
+  int faulted = 0;
+  bool ended = false;
+  run_job(
+      {"--recovery", "live", "--max-restarts", "100", "--heartbeat-timeout", "2"},
+      [&](pid_t launcher, const std::string& line) {
+        const int64_t step = step_of(line);
+        if (step < 0 || ended) return;
+        const auto now = Clock::now();
+        if (first_step < 0) {
+          first_step = step;
+          start = now;
+        }
+        last_step = std::max(last_step, step);
+        const double elapsed = seconds(start, now);
+        if (elapsed >= window) {
+          ended = true;
+          kill(launcher, SIGTERM);  // the workers save a checkpoint and end
+          return;
+        }
+        if (faults && elapsed >= 30.0 * (faulted + 1)) {
+          const auto workers = children_of(launcher);
+          if (workers.empty()) return;
+          kill(workers[faulted % workers.size()], faulted % 2 == 0 ? SIGKILL : SIGSTOP);
+          ++faulted;
+        }
+      },
+      kLongJob);
+  std::printf("  %s: %lld steps in %.0f s (%d faults)\n", faults ? "with faults" : "without a fault",
+              static_cast<long long>(last_step - first_step), window, faulted);
+  return static_cast<double>(last_step - first_step) * 96 / window;
+}
+
 void report_faults(const char* what, int signal, int runs) {
   std::map<std::string, std::vector<double>> times;
   for (int run = 0; run < runs; ++run) {
@@ -151,6 +205,15 @@ void report_faults(const char* what, int signal, int runs) {
 // `bench/live_recovery steady` runs only the comparison without a fault, 9 pairs, and the
 // same for restart over restart: the noise the first ratio stands beside.
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "faults") {
+    const double window = argc > 2 ? std::atof(argv[2]) : 300;
+    std::printf("samples/s over %.0f s, 3 workers, --recovery live:\n", window);
+    const double fault_free = throughput(window, false);
+    const double faulted = throughput(window, true);
+    std::printf("with a fault every 30 s: %.1f against %.1f without: %.3f\n", faulted, fault_free,
+                faulted / fault_free);
+    return 0;
+  }
   const bool steady_only = argc > 1 && std::string(argv[1]) == "steady";
   if (!steady_only) {
     report_faults("SIGKILL", SIGKILL, 5);

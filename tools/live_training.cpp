@@ -11,18 +11,18 @@
 #include "comm/groups/regroup.h"
 #include "elastic/furthest_member.h"
 #include "elastic/membership.h"
+#include "job/seconds_since.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/ddp/synchronize.h"
 #include "lockstep/error.h"
+#include "timeline/membership_mark.h"
 #include "worker_training.h"
 
 namespace lockstep::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -90,6 +90,7 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
   std::optional<train::TrainingPosition> reached;  // this member's state, when it holds one
   bool regrouped = membership.replacement();       // a replacement is healed before it trains
   std::string why;
+  double regroup_seconds = 0;
   for (;;) {
     train::FitResult result;
     bool lost = false;
@@ -98,6 +99,8 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
       if (regrouped) {
         const auto healing = Clock::now();
         start = heal(worker, reached, membership.generation());
+        timeline::detail::mark_membership(membership.generation(), lockstep::world_size(), why, regroup_seconds,
+                                          seconds_since(healing));
         if (lockstep::rank() == 0) {
           std::cout << "lockstep: generation " << membership.generation() << " of " << lockstep::world_size()
                     << " workers goes on after step " << start->step << " (" << why << "; healed in "
@@ -135,7 +138,8 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
       change << "every member went on after " << why;
     }
     if (!lost && result.regroup) change << (change.tellp() > 0 ? "; " : "") << "a joiner was admitted";
-    change << "; regrouped in " << seconds_since(forming) << " s";
+    regroup_seconds = seconds_since(forming);
+    change << "; regrouped in " << regroup_seconds << " s";
     why = change.str();
     regrouped = true;
   }

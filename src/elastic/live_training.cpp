@@ -1,5 +1,6 @@
 #include "lockstep/ddp/live_training.h"
 
+#include <chrono>
 #include <iostream>
 
 #include <ATen/ATen.h>
@@ -7,11 +8,13 @@
 #include "comm/groups/regroup.h"
 #include "elastic/furthest_member.h"
 #include "elastic/membership.h"
+#include "job/seconds_since.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/ddp/synchronize.h"
 #include "lockstep/error.h"
 #include "test_hooks/test_hooks.h"
+#include "timeline/membership_mark.h"
 
 namespace lockstep {
 namespace {
@@ -42,6 +45,7 @@ LiveTraining::LiveTraining(std::shared_ptr<torch::nn::Module> module, torch::opt
     detail::regroup(membership_->me().id, membership_->rank(), static_cast<int>(membership_->members().size()),
                     membership_->generation());
     holds_state_ = false;
+    why_ = "a replacement was admitted";
     go_on();
     return;
   }
@@ -83,10 +87,12 @@ bool LiveTraining::train_step(const std::function<void(const LiveStep&)>& forwar
 }
 
 void LiveTraining::regroup() {
+  const auto start = std::chrono::steady_clock::now();
   ddp_.reset();
   membership_->form_next();
   detail::regroup(membership_->me().id, membership_->rank(), static_cast<int>(membership_->members().size()),
                   membership_->generation());
+  regroup_seconds_ = seconds_since(start);
 }
 
 // Heals the new generation and makes its DDP; when a member is lost meanwhile, regroups
@@ -100,8 +106,11 @@ void LiveTraining::go_on() {
                   " missing), after step " + std::to_string(step_));
     }
     try {
+      const auto start = std::chrono::steady_clock::now();
       heal();
       ddp_.emplace(module_, options_);
+      timeline::detail::mark_membership(membership_->generation(), lockstep::world_size(), why_, regroup_seconds_,
+                                        seconds_since(start));
       if (lockstep::rank() == 0) {
         std::cerr << "lockstep: generation " << membership_->generation() << " of " << lockstep::world_size()
                   << " workers goes on after step " << step_ << " (" << why_

@@ -63,7 +63,7 @@ class TimelineObserver : public lockstep::detail::CallObserver {
   void joined(const WorldSpec& spec) override {
     const std::string& prefix = prefix_from_environment();
     if (prefix.empty()) return;
-    timeline::start(prefix);
+    timeline::start(generation_prefix(prefix, spec.generation));
     mark_restart(lockstep::rank(), spec);
   }
 

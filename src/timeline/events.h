@@ -28,6 +28,7 @@ inline constexpr char kMismatch[] = "mismatch";
 inline constexpr char kCollectiveFailed[] = "collective failed";
 inline constexpr char kRestart[] = "restart";
 inline constexpr char kRestartAfterMissedHeartbeats[] = "restart: heartbeats missed";
+inline constexpr char kMembership[] = "membership";  // live recovery's new generation
 // The metadata event that carries kFormatVersion.
 inline constexpr char kFormat[] = "lockstep_timeline";
 /// A DDP bucket's span (Track::buckets), from ready to reduced. Collectives
@@ -55,6 +56,10 @@ inline constexpr char kParameters[] = "parameters";
 inline constexpr char kWhat[] = "what";
 inline constexpr char kAttempt[] = "attempt";
 inline constexpr char kWhy[] = "why";
+inline constexpr char kGeneration[] = "generation";
+inline constexpr char kWorkers[] = "workers";
+inline constexpr char kRegroupSeconds[] = "regroup_s";
+inline constexpr char kHealSeconds[] = "heal_s";
 // The metadata's.
 inline constexpr char kClockOffsetUs[] = "clock_offset_us";
 inline constexpr char kVersion[] = "version";

@@ -28,6 +28,12 @@ double now_us(int rank);
 /// once, here: init() starts the timeline by it, and the Trainer leaves its own off then.
 const std::string& prefix_from_environment();
 
+/// The prefix of a generation's files: `prefix` for the first, PREFIX.generation-G after
+/// live recovery regroups, whose ranks are other workers' (and so other files).
+inline std::string generation_prefix(const std::string& prefix, int generation) {
+  return generation == 0 ? prefix : prefix + ".generation-" + std::to_string(generation);
+}
+
 /// "\"text\"" with JSON's escapes.
 std::string quoted(const std::string& text);
 

@@ -6,12 +6,14 @@
 
 #include <torch/nn/functional/loss.h>
 
+#include "job/seconds_since.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/timeline.h"
 #include "lockstep/train/checkpoint.h"
 #include "test_hooks/test_hooks.h"
+#include "comm/groups/regroup.h"
 #include "comm/tensors/first_error.h"
 #include "train/autocast_guard.h"
 #include "train/clip_grad_norm.h"
@@ -277,7 +279,9 @@ class FitTimeline {
     // Every rank decides alike: by its options and the environment, which ranks share.
     if (!wanted || out_dir.empty() || !timeline::detail::prefix_from_environment().empty()) return;
     folder_ = std::filesystem::path(out_dir);
-    timeline::start((folder_ / "timeline" / "trace").string(), group_);
+    // Each generation of live recovery records files of its own: its ranks are other workers.
+    prefix_ = timeline::detail::generation_prefix((folder_ / "timeline" / "trace").string(), detail::generation());
+    timeline::start(prefix_, group_);
     owned_ = true;
   }
   // A fit() that threw still closes this rank's file (no collective here: others may be gone).
@@ -296,7 +300,7 @@ class FitTimeline {
     if (group_.rank() != 0) return;
     std::vector<std::string> files;
     for (int rank : group_.ranks()) {
-      files.push_back((folder_ / "timeline" / ("trace.rank-" + std::to_string(rank) + ".json")).string());
+      files.push_back(prefix_ + ".rank-" + std::to_string(rank) + ".json");
     }
     timeline::merge(files, (folder_ / "timeline.json").string());
   }
@@ -304,10 +308,9 @@ class FitTimeline {
  private:
   ProcessGroup group_;
   std::filesystem::path folder_;
+  std::string prefix_;
   bool owned_ = false;
 };
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/script.h>
 
 #include "support/examples.h"
@@ -55,6 +56,15 @@ void expect_parameters_alike(const std::string& a, const std::string& b, bool bi
   }
 }
 
+// The args of the membership marks in a timeline file.
+std::vector<nlohmann::json> membership_marks(const std::string& file) {
+  std::vector<nlohmann::json> marks;
+  for (const auto& event : nlohmann::json::parse(testing::read_file(file))) {
+    if (event["name"] == "membership") marks.push_back(event["args"]);
+  }
+  return marks;
+}
+
 // The example without live recovery: the run every other must end as.
 std::string fault_free(const std::string& dir) {
   const auto ran = run_process(live_loop({"-n", "3"}, dir + "/fault-free.pt"));
@@ -76,7 +86,8 @@ TEST(LiveTraining, AKilledWorkersPeersTrainOnInTheSameProcessesAndHealItsReplace
   LOCKSTEP_SKIP_WITHOUT_EXAMPLE(LIVE_LOOP);
   TemporaryDirectory dir;
   testing::ToolProcess run(
-      live_loop({"-n", "3", "--recovery", "live", "--max-restarts", "1"}, dir.path() + "/live.pt", 30));
+      live_loop({"-n", "3", "--recovery", "live", "--max-restarts", "1"}, dir.path() + "/live.pt", 30),
+      {"LOCKSTEP_TIMELINE=" + dir.path() + "/trace"});
   ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 40/"); })) << run.stderr_text();
   const auto workers = children_of(run.pid());
   ASSERT_EQ(workers.size(), 3u);
@@ -92,6 +103,20 @@ TEST(LiveTraining, AKilledWorkersPeersTrainOnInTheSameProcessesAndHealItsReplace
   EXPECT_TRUE(contains(run.stderr_text(), "generation 2 of 3 workers goes on after step")) << run.stderr_text();
   EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all 3 members")) << run.stdout_text();
   expect_parameters_alike(fault_free(dir.path()), dir.path() + "/live.pt", /*bits=*/false);
+
+  // Each generation's ranks record files of their own, which begin with the change's mark.
+  const auto lost = membership_marks(dir.path() + "/trace.generation-1.rank-1.json");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0]["generation"], 1);
+  EXPECT_EQ(lost[0]["workers"], 2);
+  EXPECT_TRUE(contains(lost[0]["why"].get<std::string>(), "died while this rank waited")) << lost[0].dump();
+  EXPECT_GT(lost[0]["regroup_s"].get<double>(), 0);
+  EXPECT_GT(lost[0]["heal_s"].get<double>(), 0);
+  const auto joined = membership_marks(dir.path() + "/trace.generation-2.rank-2.json");
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0]["workers"], 3);
+  EXPECT_EQ(joined[0]["why"], "a replacement was admitted");
+  EXPECT_TRUE(membership_marks(dir.path() + "/trace.rank-0.json").empty());
 }
 
 // Worker 2 dies as it starts to heal the generation formed without worker 1 (a test hook):

@@ -94,6 +94,7 @@ class LiveTraining {
   bool holds_state_ = true;  // false in a replacement, and in a member whose heal was cut short
   bool done_ = false;
   std::string why_;  // of the last change of members, for rank 0's line on it
+  double regroup_seconds_ = 0;
 };
 
 }  // namespace lockstep

@@ -21,6 +21,7 @@ namespace {
 std::mutex group_mutex;
 std::shared_ptr<detail::GroupState> world_group;
 std::vector<std::weak_ptr<detail::GroupState>> sub_groups;
+int world_generation = 0;  // live recovery's, of the default group
 
 detail::GroupState& joined() {
   if (auto* replica = detail::current_replica()) return *replica->group;
@@ -128,6 +129,7 @@ void join(const WorldSpec& spec, const InitOptions& options) {
   {
     std::lock_guard<std::mutex> lock(group_mutex);
     world_group = std::move(group);
+    world_generation = spec.generation;
   }
   if (auto* observer = detail::call_observer()) observer->joined(spec);
 }
@@ -147,6 +149,7 @@ void init(const InitOptions& options) {
 void detail::regroup(int member_id, int rank, int world_size, int generation) {
   refuse_on_replicas("regroup");
   install_exit_hooks();
+  if (auto* observer = detail::call_observer()) observer->leaving();  // this generation's timeline ends
   leave(/*gracefully=*/false);
   // The launcher's local places were of the workers as launched: found anew from the hosts.
   const EnvLookup without_local_places = [process = process_environment()](const std::string& name) {
@@ -161,6 +164,11 @@ void detail::regroup(int member_id, int rank, int world_size, int generation) {
   spec.member_id = member_id;
   spec.generation = generation;
   join(spec, options);
+}
+
+int detail::generation() {
+  std::lock_guard<std::mutex> lock(group_mutex);
+  return world_generation;
 }
 
 bool detail::default_group_failed() {

@@ -10,6 +10,9 @@ namespace lockstep::detail {
 /// generation calls it with the same `generation` and `world_size`.
 void regroup(int member_id, int rank, int world_size, int generation);
 
+/// The default group's generation: 0 until live recovery regroups.
+int generation();
+
 /// Whether the default group's communicator has failed (a peer is gone or broke a call):
 /// what live recovery regroups after, where any other error ends the worker.
 bool default_group_failed();
