@@ -140,6 +140,9 @@ double steady_steps(const std::string& recovery) {
   return seconds(first, last);
 }
 
+// A step takes about 0.06 s here: a longer gap between two is a fault's.
+constexpr double kStall = 0.25;
+
 // The step number of a progress line ("step 412/31250 ..."), or -1.
 int64_t step_of(const std::string& line) {
   const auto at = line.find("step ");
@@ -151,7 +154,8 @@ int64_t step_of(const std::string& line) {
 // fault every 30 s, SIGKILL and SIGSTOP in turn, of one of the workers there are then (the
 // launcher ends a stopped one after its heartbeat timeout of 2 s and starts replacements).
 double throughput(double window, bool faults) {
-  Clock::time_point start{};
+  Clock::time_point start{}, last_line{};
+  double stalled = 0;  // in gaps of over kStall between committed steps: faults' cost
   int64_t first_step = -1, last_step = -1;
   int faulted = 0;
   bool ended = false;
@@ -166,6 +170,8 @@ double throughput(double window, bool faults) {
           start = now;
         }
         last_step = std::max(last_step, step);
+        if (last_line != Clock::time_point{} && seconds(last_line, now) > kStall) stalled += seconds(last_line, now);
+        last_line = now;
         const double elapsed = seconds(start, now);
         if (elapsed >= window) {
           ended = true;
@@ -180,8 +186,9 @@ double throughput(double window, bool faults) {
         }
       },
       kLongJob);
-  std::printf("  %s: %lld steps in %.0f s (%d faults)\n", faults ? "with faults" : "without a fault",
-              static_cast<long long>(last_step - first_step), window, faulted);
+  std::printf("  %s: %lld steps in %.0f s (%d faults), %.1f s in gaps of over %.2f s between steps\n",
+              faults ? "with faults" : "without a fault", static_cast<long long>(last_step - first_step), window,
+              faulted, stalled, kStall);
   return static_cast<double>(last_step - first_step) * 96 / window;
 }
 

@@ -18,6 +18,7 @@
 #include "lockstep/timeline.h"
 #include "test_hooks/test_hooks.h"
 #include "timeline/clock_offset.h"
+#include "timeline/membership_mark.h"
 
 namespace lockstep::timeline {
 namespace detail {
@@ -252,6 +253,7 @@ void start(const std::string& prefix, const ProcessGroup& group) {
   const int rank = lockstep::rank();
   const double offset = detail::measure_clock_offset(rank, group);
   detail::recorder().open(rank, prefix + ".rank-" + std::to_string(rank) + ".json", offset);
+  detail::record_pending_membership_mark();
 }
 
 std::string stop() { return detail::recorder().close(lockstep::rank()); }

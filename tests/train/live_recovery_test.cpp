@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "lockstep/train/checkpoint.h"
@@ -73,7 +74,7 @@ void expect_every_sample_once_and_members_alike(const testing::ToolProcess& run,
 TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcesses) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
-  testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live"}), {kSlowSteps});
+  testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live", "--timeline"}), {kSlowSteps});
   ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
   const auto workers = children_of(run.pid());
   ASSERT_EQ(workers.size(), 3u);
@@ -87,6 +88,16 @@ TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcess
       << run.stderr_text();
   EXPECT_TRUE(contains(run.stdout_text(), "generation 1 of 2 workers goes on after step")) << run.stdout_text();
   expect_every_sample_once_and_members_alike(run, out);
+  // The generation after the fault records files of its own, and the merged timeline (the
+  // last generation's) begins with the change: how many go on, and why.
+  const auto merged = nlohmann::json::parse(testing::read_file(out + "/timeline.json"));
+  const auto mark = std::find_if(merged.begin(), merged.end(), [](const auto& e) { return e["name"] == "membership"; });
+  ASSERT_NE(mark, merged.end());
+  EXPECT_EQ((*mark)["args"]["generation"], 1) << mark->dump();
+  EXPECT_EQ((*mark)["args"]["workers"], 2) << mark->dump();
+  EXPECT_TRUE(contains((*mark)["args"]["why"].get<std::string>(), "worker 1 left")) << mark->dump();
+  EXPECT_TRUE(std::filesystem::exists(out + "/timeline/trace.rank-1.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/timeline/trace.generation-1.rank-1.json"));
 
   const std::string replayed = replay(dir.path() + "/replay", went_on_after(run.stdout_text()));
   EXPECT_EQ(trained_steps(out), trained_steps(dir.path() + "/replay"));
