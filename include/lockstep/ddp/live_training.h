@@ -46,7 +46,7 @@ struct LiveStep {
 /// global batch of step s, of which this rank takes its share. The step is a function, not
 /// begin/commit calls, because a collective whose peer has gone fails inside backward, and
 /// its error must reach the regroup rather than the loop. DDP reduces with its options;
-/// to average over a global batch shared unevenly (3 members of 2 samples in 8), take
+/// to average over a global batch that the members share unevenly (8 samples on 3), take
 /// ReduceOp::Sum and divide each rank's loss by the global batch size.
 ///
 /// It trains in the default group (DDPOptions::group is left to it), and its rank 0 writes
