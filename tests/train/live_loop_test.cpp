@@ -88,10 +88,8 @@ TEST(LiveTraining, AKilledWorkersPeersTrainOnInTheSameProcessesAndHealItsReplace
   testing::ToolProcess run(
       live_loop({"-n", "3", "--recovery", "live", "--max-restarts", "1"}, dir.path() + "/live.pt", 30),
       {"LOCKSTEP_TIMELINE=" + dir.path() + "/trace"});
-  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 40/"); })) << run.stderr_text();
-  const auto workers = children_of(run.pid());
-  ASSERT_EQ(workers.size(), 3u);
-  kill(workers[1], SIGKILL);
+  const auto workers = signal_worker_at(run, "step 40/", 3, 1, SIGKILL);
+  ASSERT_FALSE(workers.empty());
   ASSERT_TRUE(wait_for([&] { return contains(run.stderr_text(), "generation 1 of 2 workers goes on after step"); }))
       << run.stderr_text();
   const auto now = children_of(run.pid());  // the same two, and maybe the replacement
@@ -126,10 +124,8 @@ TEST(LiveTraining, AWorkerLostWhileTheOthersHealIsLeftOutByAnotherRegroup) {
   TemporaryDirectory dir;
   testing::ToolProcess run(live_loop({"-n", "4", "--recovery", "live"}, dir.path() + "/live.pt", 30),
                            {"LOCKSTEP_TEST_DIE_WHEN_HEALING=2:1"});
-  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 40/"); })) << run.stderr_text();
-  const auto workers = children_of(run.pid());
-  ASSERT_EQ(workers.size(), 4u);
-  kill(workers[1], SIGKILL);
+  const auto workers = signal_worker_at(run, "step 40/", 4, 1, SIGKILL);
+  ASSERT_FALSE(workers.empty());
   ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
   ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
   const std::string err = run.stderr_text();
@@ -148,10 +144,8 @@ TEST(LiveTraining, BelowTheFewestWorkersEveryMemberEndsNamingTheOneMissing) {
   LOCKSTEP_SKIP_WITHOUT_EXAMPLE(LIVE_LOOP);
   TemporaryDirectory dir;
   testing::ToolProcess run(live_loop({"-n", "3:3"}, dir.path() + "/live.pt", 30));
-  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 40/"); })) << run.stderr_text();
-  const auto workers = children_of(run.pid());
-  ASSERT_EQ(workers.size(), 3u);
-  kill(workers[1], SIGKILL);
+  const auto workers = signal_worker_at(run, "step 40/", 3, 1, SIGKILL);
+  ASSERT_FALSE(workers.empty());
   ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(60)));
   EXPECT_EQ(run.exit_code(), 1) << run.stderr_text();
   const std::string said = "lockstep: 2 of the workers are left, fewer than 3 (worker 1 missing), after step ";

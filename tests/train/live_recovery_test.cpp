@@ -75,10 +75,8 @@ TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcess
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
   testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live", "--timeline"}), {kSlowSteps});
-  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
-  const auto workers = children_of(run.pid());
-  ASSERT_EQ(workers.size(), 3u);
-  kill(workers[1], SIGKILL);
+  const auto workers = signal_worker_at(run, "step 4/", 3, 1, SIGKILL);
+  ASSERT_FALSE(workers.empty());
   ASSERT_TRUE(wait_for([&] { return went_on_after(run.stdout_text()) > 0; })) << run.stdout_text() << run.stderr_text();
   EXPECT_EQ(children_of(run.pid()), (std::vector<pid_t>{workers[0], workers[2]}));  // the same processes
   ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
@@ -112,10 +110,8 @@ TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementR
   testing::ToolProcess run(live_job(out, {"-n", "3", "--recovery", "live", "--max-restarts", "1", "--heartbeat-timeout",
                                           "2", "--checkpoint-every", "2", "--epochs", "4"}),
                            {"LOCKSTEP_TEST_SLOW_RANK=0:compute:100"});
-  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
-  const auto workers = children_of(run.pid());
-  ASSERT_EQ(workers.size(), 3u);
-  kill(workers[2], SIGSTOP);
+  const auto workers = signal_worker_at(run, "step 4/", 3, 2, SIGSTOP);
+  ASSERT_FALSE(workers.empty());
   ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(180)));
   ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
   const std::string err = run.stderr_text();
@@ -137,10 +133,8 @@ TEST(LiveRecovery, BelowTheFewestWorkersTheOthersSaveACheckpointAndExitSeventyFi
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
   testing::ToolProcess run(live_job(out, {"-n", "3:3"}), {kSlowSteps});
-  ASSERT_TRUE(wait_for([&] { return contains(run.stdout_text(), "step 4/"); })) << run.stderr_text();
-  const auto workers = children_of(run.pid());
-  ASSERT_EQ(workers.size(), 3u);
-  kill(workers[2], SIGKILL);
+  const auto workers = signal_worker_at(run, "step 4/", 3, 2, SIGKILL);
+  ASSERT_FALSE(workers.empty());
   ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
   EXPECT_EQ(run.exit_code(), 75) << run.stdout_text() << run.stderr_text();
   const std::string text = run.stdout_text();

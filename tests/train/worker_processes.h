@@ -1,5 +1,6 @@
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <fstream>
@@ -11,6 +12,8 @@
 
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/models.h"
+#include "support/tool_process.h"
+#include "support/wait_for.h"
 
 // What the tests of `lockstep train`'s worker processes share: the workers a launcher
 // started, the CNN a checkpoint holds, and how two checkpoints' parameters compare.
@@ -21,6 +24,24 @@ inline std::vector<pid_t> children_of(pid_t launcher) {
   std::vector<pid_t> pids;
   for (pid_t pid; file >> pid;) pids.push_back(pid);
   return pids;
+}
+
+// Once `run` has printed `progress`, sends `signal` to its worker `victim` of the `expected`
+// it must have then. Returns the workers as they were; empty, with a failure, when the
+// progress did not come within a minute or the workers were not as many.
+inline std::vector<pid_t> signal_worker_at(testing::ToolProcess& run, const std::string& progress, size_t expected,
+                                           size_t victim, int signal) {
+  if (!testing::wait_for([&] { return run.stdout_text().find(progress) != std::string::npos; })) {
+    ADD_FAILURE() << "no '" << progress << "' within a minute:\n" << run.stdout_text() << run.stderr_text();
+    return {};
+  }
+  const std::vector<pid_t> workers = children_of(run.pid());
+  if (workers.size() != expected) {
+    ADD_FAILURE() << workers.size() << " workers, not " << expected;
+    return {};
+  }
+  kill(workers[victim], signal);
+  return workers;
 }
 
 // A checkpoint's model (its optimizer state may be sharded across files: not read).
