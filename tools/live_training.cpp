@@ -16,6 +16,7 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/ddp/synchronize.h"
 #include "lockstep/error.h"
+#include "test_hooks/test_hooks.h"
 #include "timeline/membership_mark.h"
 #include "worker_training.h"
 
@@ -35,9 +36,11 @@ std::string describe(const std::vector<elastic::Member>& members) {
 // Every member's state becomes that of the member furthest on (elastic/furthest_member.h).
 // Returns the position all now hold. `mine` is this member's position, or nullopt where it
 // holds no state (a replacement, or a heal cut short).
-train::TrainingPosition heal(WorkerModel& worker, std::optional<train::TrainingPosition>& mine, int generation) {
+train::TrainingPosition heal(WorkerModel& worker, std::optional<train::TrainingPosition>& mine,
+                             const elastic::Membership& membership) {
+  test_hooks::die_if_asked_when_healing(membership.me().id, membership.generation());
   const int64_t my_step = mine ? mine->step : -1;
-  const elastic::FurthestMember source = elastic::find_furthest_member(my_step, generation);
+  const elastic::FurthestMember source = elastic::find_furthest_member(my_step, membership.generation());
   at::Tensor where = at::zeros({5}, at::kLong);
   if (lockstep::rank() == source.rank) {
     where = at::tensor({mine->epoch, mine->batch, mine->step, mine->global_batch_size, mine->dataset_size});
@@ -98,7 +101,7 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
       std::optional<train::TrainingPosition> start;
       if (regrouped) {
         const auto healing = Clock::now();
-        start = heal(worker, reached, membership.generation());
+        start = heal(worker, reached, membership);
         timeline::detail::mark_membership(membership.generation(), lockstep::world_size(), why, regroup_seconds,
                                           seconds_since(healing));
         if (lockstep::rank() == 0) {

@@ -127,6 +127,24 @@ TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementR
   EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all 3 members")) << run.stdout_text();
 }
 
+// Worker 2 dies as it starts to heal the generation formed without worker 1 (a test hook):
+// the other two regroup again and train every sample once.
+TEST(LiveRecovery, AWorkerLostWhileTheOthersHealIsLeftOutByAnotherRegroup) {
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/live";
+  testing::ToolProcess run(live_job(out, {"-n", "4", "--recovery", "live"}),
+                           {kSlowSteps, "LOCKSTEP_TEST_DIE_WHEN_HEALING=2:1"});
+  const auto workers = signal_worker_at(run, "step 4/", 4, 1, SIGKILL);
+  ASSERT_FALSE(workers.empty());
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(120)));
+  ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
+  EXPECT_TRUE(contains(run.stderr_text(), "rank 2 (pid " + std::to_string(workers[2]) + ") was killed by signal 9"))
+      << run.stderr_text();
+  EXPECT_FALSE(contains(run.stdout_text(), "generation 1 of")) << run.stdout_text();  // it never trained
+  EXPECT_TRUE(contains(run.stdout_text(), "generation 2 of 2 workers goes on after step")) << run.stdout_text();
+  expect_every_sample_once_and_members_alike(run, out);
+}
+
 // -n 3:3: below 3 workers the job cannot go on; the 2 left save their state and end as a
 // preempted job does, naming the one missing, and --resume on 2 finishes every sample once.
 TEST(LiveRecovery, BelowTheFewestWorkersTheOthersSaveACheckpointAndExitSeventyFive) {
