@@ -22,6 +22,7 @@
 #include "support/pty_process.h"
 #include "support/run_output.h"
 #include "support/tool_process.h"
+#include "support/wait_for.h"
 #include "support/examples.h"
 #include "support/world.h"
 #include "trained_steps.h"
@@ -97,11 +98,7 @@ TEST(TrainCommand, ThreadsAndProcessesTrainToTheSameBits) {
 
 // Waits until `run` has printed `part`; false when it ended or 60 s passed first.
 bool wait_for_output(testing::ToolProcess& run, const std::string& part) {
-  for (int i = 0; i < 600; ++i) {
-    if (contains(run.stdout_text(), part)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return testing::wait_for([&] { return contains(run.stdout_text(), part); });
 }
 
 // Slurm and Kubernetes send SIGTERM before they kill a job: every worker finishes the same
