@@ -18,7 +18,7 @@ constexpr size_t kSize = 124, kSizeWidth = 12;
 constexpr size_t kTime = 136;
 constexpr size_t kChecksum = 148, kChecksumWidth = 8;
 constexpr size_t kType = 156;
-constexpr size_t kMagic = 257;
+constexpr size_t kMagicOffset = 257;
 constexpr size_t kPrefix = 345, kPrefixWidth = 155;
 
 size_t padded(size_t size) { return (size + kBlock - 1) / kBlock * kBlock; }
@@ -75,7 +75,7 @@ void append_tar_member(std::vector<uint8_t>& archive, const std::string& name, c
   put_octal(header + kSize, kSizeWidth, size);
   put_octal(header + kTime, 12, 0);
   header[kType] = '0';
-  std::memcpy(header + kMagic,
+  std::memcpy(header + kMagicOffset,
               "ustar\0"
               "00",
               8);
@@ -104,7 +104,7 @@ std::optional<TarMember> TarLister::next(const uint8_t* archive, size_t availabl
     }
     std::string name = text_field(header + kName, kNameWidth);
     const std::string prefix = text_field(header + kPrefix, kPrefixWidth);
-    if (!prefix.empty() && std::memcmp(header + kMagic, "ustar", 5) == 0) name = prefix + "/" + name;
+    if (!prefix.empty() && std::memcmp(header + kMagicOffset, "ustar", 5) == 0) name = prefix + "/" + name;
     uint64_t stored_sum = 0, length = 0;
     if (!read_octal(header + kChecksum, kChecksumWidth, stored_sum) || stored_sum != header_sum(header)) {
       throw DataError(source_ + ": the tar header after " + previous_ + " is corrupt (bad checksum) at byte " +
