@@ -11,11 +11,13 @@
 #include "comm/groups/regroup.h"
 #include "elastic/furthest_member.h"
 #include "elastic/membership.h"
+#include "elastic/sharded_heal.h"
 #include "job/seconds_since.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/ddp/synchronize.h"
 #include "lockstep/error.h"
+#include "lockstep/optim/sharded_optimizer.h"
 #include "test_hooks/test_hooks.h"
 #include "timeline/membership_mark.h"
 #include "worker_training.h"
@@ -33,22 +35,31 @@ std::string describe(const std::vector<elastic::Member>& members) {
   return (members.size() == 1 ? "worker " : "workers ") + text;
 }
 
-// Every member's state becomes that of the member furthest on (elastic/furthest_member.h).
-// Returns the position all now hold. `mine` is this member's position, or nullopt where it
-// holds no state (a replacement, or a heal cut short).
+// Every member's state becomes that of the member furthest on (elastic/furthest_member.h);
+// with a sharded optimizer, each partition's that of the members that keep it
+// (elastic/sharded_heal.h). Returns the position all now hold. `mine` is this member's
+// position, or nullopt where it holds no state (a replacement, or a heal cut short).
 train::TrainingPosition heal(WorkerModel& worker, std::optional<train::TrainingPosition>& mine,
-                             const elastic::Membership& membership) {
+                             elastic::KeptPartitions& kept, const elastic::Membership& membership) {
   test_hooks::die_if_asked_when_healing(membership.me().id, membership.generation());
-  const int64_t my_step = mine ? mine->step : -1;
-  const elastic::FurthestMember source = elastic::find_furthest_member(my_step, membership.generation());
+  const elastic::FurthestMember source = elastic::find_furthest_member(mine ? mine->step : -1, membership.generation());
+  auto* sharding = dynamic_cast<OptimizerSharding*>(worker.optimizer.get());
+  if (sharding != nullptr && elastic::catch_up(*sharding, source.step, kept) && mine) {
+    ++mine->step;  // the step it failed to commit, as those that committed it stand
+    ++mine->batch;
+  }
   at::Tensor where = at::zeros({5}, at::kLong);
   if (lockstep::rank() == source.rank) {
     where = at::tensor({mine->epoch, mine->batch, mine->step, mine->global_batch_size, mine->dataset_size});
   }
   broadcast(where, source.rank);
-  if (my_step != source.step) mine.reset();  // partly overwritten until both copies are done
-  synchronize(*worker.model.module, source.rank);
-  synchronize(*worker.optimizer, source.rank);
+  if (mine && mine->step != source.step) mine.reset();  // partly overwritten until both copies are done
+  if (sharding != nullptr) {
+    elastic::heal_sharded(*sharding, *worker.model.module, source, kept);
+  } else {
+    synchronize(*worker.model.module, source.rank);
+    synchronize(*worker.optimizer, source.rank);
+  }
   const auto w = where.accessor<int64_t, 1>();
   mine = train::TrainingPosition{w[0], w[1], w[2], lockstep::world_size(), w[3], w[4]};
   return *mine;
@@ -91,6 +102,7 @@ int stop_below_min(const TrainJob& job, const JobData& d, WorkerModel& worker, e
 int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membership) {
   WorkerModel worker = make_worker_model(job, d);
   std::optional<train::TrainingPosition> reached;  // this member's state, when it holds one
+  elastic::KeptPartitions kept;                    // with a sharded optimizer, its partitions'
   bool regrouped = membership.replacement();       // a replacement is healed before it trains
   std::string why;
   double regroup_seconds = 0;
@@ -101,7 +113,7 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
       std::optional<train::TrainingPosition> start;
       if (regrouped) {
         const auto healing = Clock::now();
-        start = heal(worker, reached, membership);
+        start = heal(worker, reached, kept, membership);
         timeline::detail::mark_membership(membership.generation(), lockstep::world_size(), why, regroup_seconds,
                                           seconds_since(healing));
         if (lockstep::rank() == 0) {
@@ -117,9 +129,11 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
         result = training.fit();
       } catch (...) {
         if (training.position()) reached = training.position();
+        kept = {reached ? reached->step : -1, training.update_pending()};
         throw;
       }
       reached = training.position();
+      kept = {reached ? reached->step : -1, false};
     } catch (const std::exception& e) {
       if (!detail::default_group_failed()) throw;
       lost = true;

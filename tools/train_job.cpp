@@ -207,7 +207,6 @@ void TrainJob::check() const {
           "their number: give --global-batch-size (e.g. " +
           std::to_string(batch_size * workers) + ", --batch-size times -n)");
     }
-    if (zero != 0) throw ConfigError("--recovery live cannot yet heal sharded optimizer state; leave out --zero");
   }
   if (weight_decay < 0) throw ConfigError("--weight-decay must not be negative, got " + argument_of(weight_decay));
   if (bucket_cap_mb <= 0) throw ConfigError("--bucket-cap-mb must be positive, got " + argument_of(bucket_cap_mb));

@@ -35,6 +35,7 @@ class GroupTraining {
   train::FitResult fit() { return trainer_.fit(train_loader_, &val_loader_); }
   void save_checkpoint(const train::TrainingPosition& at) { trainer_.save_checkpoint(at); }
   std::optional<train::TrainingPosition> position() const { return trainer_.position(); }
+  bool update_pending() const { return trainer_.update_pending(); }
 
  private:
   train::Trainer trainer_;

@@ -13,6 +13,7 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/ddp/synchronize.h"
 #include "lockstep/error.h"
+#include "lockstep/optim/sharded_optimizer.h"
 #include "test_hooks/test_hooks.h"
 #include "timeline/membership_mark.h"
 
@@ -36,6 +37,12 @@ LiveTraining::LiveTraining(std::shared_ptr<torch::nn::Module> module, torch::opt
       steps_(steps),
       options_(std::move(options.group(ProcessGroup()))),  // the default group, whichever is current
       membership_(elastic::Membership::from_environment()) {
+  if (live() && dynamic_cast<OptimizerSharding*>(&optimizer_) != nullptr) {
+    throw ConfigError(
+        "lockstep::LiveTraining: a ShardedOptimizer keeps the group it was made in, and a replacement has "
+        "none yet; under live recovery give LiveTraining an unsharded optimizer (lockstep train --zero 1 "
+        "--recovery live heals sharded state)");
+  }
   if (live() && membership_->replacement()) {
     // Started again by its launcher while the others train on: it joins them at a step's end.
     if (!membership_->wait_for_admission()) {

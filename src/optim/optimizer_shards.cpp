@@ -9,6 +9,7 @@
 #include "lockstep/error.h"
 #include "optim/durable_file.h"
 #include "optim/optimizer_kinds.h"
+#include "optim/param_groups.h"
 #include "optim/optimizer_state_table.h"
 
 namespace lockstep::optim {
@@ -116,13 +117,6 @@ torch::serialize::InputArchive open_shard(const std::string& file, int64_t step,
 
 }  // namespace
 
-std::vector<torch::Tensor> parameters_of(torch::optim::Optimizer& optimizer) {
-  std::vector<torch::Tensor> params;
-  for (const auto& group : optimizer.param_groups())
-    params.insert(params.end(), group.params().begin(), group.params().end());
-  return params;
-}
-
 void ShardLayout::write(torch::serialize::OutputArchive& archive) const {
   torch::serialize::OutputArchive layout;
   layout.write("kind", detail::text_tensor(kind));
@@ -173,7 +167,7 @@ void write_optimizer_shard(const std::string& checkpoint, int64_t step, torch::o
   shard.write("rank", torch::tensor(static_cast<int64_t>(rank)));
   shard.write("world_size", torch::tensor(static_cast<int64_t>(world_size)));
   shard.write("kind", detail::text_tensor(kind_of(optimizer)));
-  const auto params = parameters_of(optimizer);
+  const auto params = detail::parameters_of(optimizer);
   detail::visit_kind(optimizer,
                      [&](auto kind) { write_state<decltype(kind)>(shard, optimizer, params, owners, rank); });
   const std::string path = optimizer_shard_path(checkpoint, rank, world_size);
@@ -184,7 +178,7 @@ void write_optimizer_shard(const std::string& checkpoint, int64_t step, torch::o
 
 void read_optimizer_shards(const std::string& checkpoint, int64_t step, const ShardLayout& layout,
                            const std::vector<size_t>& indices, torch::optim::Optimizer& optimizer) {
-  const auto params = parameters_of(optimizer);
+  const auto params = detail::parameters_of(optimizer);
   const std::string kind = kind_of(optimizer);
   if (layout.kind != kind) {
     throw DataError(checkpoint + ": its optimizer state is " + layout.kind + "'s, but this optimizer is " +

@@ -25,9 +25,6 @@ struct ShardLayout {
   bool read(torch::serialize::InputArchive& archive);
 };
 
-/// An optimizer's parameters in param-group order: how shards and layouts number them.
-std::vector<torch::Tensor> parameters_of(torch::optim::Optimizer& optimizer);
-
 /// `dir/step-0000000100.pt` -> `dir/step-0000000100.optimizer-2-of-3.pt`
 std::string optimizer_shard_path(const std::string& checkpoint, int rank, int world_size);
 

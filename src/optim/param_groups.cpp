@@ -7,6 +7,13 @@
 
 namespace lockstep::detail {
 
+std::vector<at::Tensor> parameters_of(torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> params;
+  for (const auto& group : optimizer.param_groups())
+    params.insert(params.end(), group.params().begin(), group.params().end());
+  return params;
+}
+
 ParamGroupsLabels agree_on_param_groups(const std::string& who, torch::optim::Optimizer& optimizer, int root,
                                         const ProcessGroup& group) {
   const std::string type = c10::demangle(typeid(optimizer).name());

@@ -17,6 +17,9 @@ struct ParamGroupsLabels {
   std::vector<std::string> labels;
 };
 
+/// An optimizer's parameters in param-group order: how shards and layouts number them.
+std::vector<at::Tensor> parameters_of(torch::optim::Optimizer& optimizer);
+
 /// Checks that every rank's optimizer has root's kind and parameters of root's shapes and
 /// dtypes; MismatchError on every rank, starting with `who` and naming the first difference.
 ParamGroupsLabels agree_on_param_groups(const std::string& who, torch::optim::Optimizer& optimizer, int root,

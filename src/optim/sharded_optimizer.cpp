@@ -1,9 +1,12 @@
 #include "lockstep/optim/sharded_optimizer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 
 #include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
 #include <c10/util/Type.h>
 #include <torch/utils.h>
 
@@ -40,6 +43,13 @@ std::vector<int> partition_by_bytes(const std::vector<torch::Tensor>& params, in
   return owners;
 }
 
+// Live recovery keeps each partition on two ranks (mirrored()); its launcher says so to
+// every worker alike.
+bool recovery_is_live() {
+  const char* recovery = std::getenv("LOCKSTEP_RECOVERY");
+  return recovery != nullptr && std::string(recovery) == "live";
+}
+
 template <typename Kind>
 void erase_state(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params) {
   auto& state = optimizer.state();
@@ -59,10 +69,19 @@ void share_state(torch::optim::Optimizer& optimizer, const std::vector<torch::Te
   if (!keep) erase_state<Kind>(optimizer, params);
 }
 
+// The options of every param group (lr, betas, ...) from `source` to every rank.
+template <typename Kind>
+void share_options(torch::optim::Optimizer& optimizer, int source, const ProcessGroup& group) {
+  const auto options = detail::options_of<Kind>(optimizer);
+  torch::Tensor table = detail::options_table<Kind>(options);
+  broadcast(table, source, group);
+  if (group.rank() != source) detail::set_options<Kind>(options, table);
+}
+
 }  // namespace
 
 OptimizerSharding::OptimizerSharding(torch::optim::Optimizer& optimizer, ProcessGroup group)
-    : optimizer_(optimizer), group_(std::move(group)) {
+    : optimizer_(optimizer), group_(std::move(group)), mirrored_(recovery_is_live()) {
   const std::string who = "lockstep::ShardedOptimizer";
   if (!detail::visit_kind(optimizer_, [](auto) {})) {
     const std::string type = c10::demangle(typeid(optimizer_).name());
@@ -73,9 +92,22 @@ OptimizerSharding::OptimizerSharding(torch::optim::Optimizer& optimizer, Process
                              : "") +
                       "; it shards " + detail::kSupportedKindNames);
   }
-  params_ = detail::agree_on_param_groups(who, optimizer_, 0, group_).params;
-  owners_ = partition_by_bytes(params_, group_.size());
+  if (mirrored_) {
+    // A replacement makes its optimizer before it has peers to agree with: under live
+    // recovery the parameters are agreed on as a group forms (its first step, each reshard).
+    params_ = detail::parameters_of(optimizer_);
+  } else {
+    agree(group_);
+  }
+  layout_ranks_ = group_.size();
+  layout_rank_ = group_.rank();
+  owners_ = partition_by_bytes(params_, layout_ranks_);
   drop_state_of_others();  // Adagrad makes every parameter's state as it is constructed
+}
+
+void OptimizerSharding::agree(const ProcessGroup& group) {
+  params_ = detail::agree_on_param_groups("lockstep::ShardedOptimizer", optimizer_, 0, group).params;
+  agreed_ = true;
 }
 
 bool OptimizerSharding::holds_all_state() const { return consolidated_ || group_.size() == 1; }
@@ -91,10 +123,12 @@ void OptimizerSharding::check_holds_all_state(const char* what) const {
 
 void OptimizerSharding::consolidate_state_dict(int root) {
   torch::NoGradGuard no_grad;
+  if (!agreed_) agree(group_);
   const int me = group_.rank();
   detail::visit_kind(optimizer_, [&](auto kind) {
     for (int r = 0; r < group_.size(); ++r) {
-      if (r != root) share_state<decltype(kind)>(optimizer_, partition_of(r), r, me == r || me == root, group_);
+      const bool keep = me == root || keeps_partition(me, r, group_.size());
+      if (r != root) share_state<decltype(kind)>(optimizer_, partition_of(r), r, keep, group_);
     }
   });
   consolidated_ = me == root;
@@ -102,12 +136,86 @@ void OptimizerSharding::consolidate_state_dict(int root) {
 
 void OptimizerSharding::distribute_state(int root) {
   torch::NoGradGuard no_grad;
+  if (!agreed_) agree(group_);
   const int me = group_.rank();
   detail::visit_kind(optimizer_, [&](auto kind) {
     for (int r = 0; r < group_.size(); ++r) {
-      if (r != root) share_state<decltype(kind)>(optimizer_, partition_of(r), root, me == r, group_);
+      // Root keeps its own partition already; only its mirror needs it sent.
+      if (r == root && !mirrored_) continue;
+      share_state<decltype(kind)>(optimizer_, partition_of(r), root, keeps_partition(me, r, group_.size()), group_);
     }
   });
+  drop_state_of_others();
+}
+
+bool OptimizerSharding::keeps_partition(int rank, int owner, int size) const {
+  return owner == rank || (mirrored_ && owner == (rank + 1) % size);
+}
+
+bool OptimizerSharding::keeps(size_t index) const {
+  return keeps_partition(layout_rank_, owners_.at(index), layout_ranks_);
+}
+
+void OptimizerSharding::step_kept_partitions() {
+  if (consolidated_) drop_state_of_others();
+  step_kept_parameters_only();
+}
+
+void OptimizerSharding::reshard(ProcessGroup group, bool holds) {
+  torch::NoGradGuard no_grad;
+  agree(group);
+  const int ranks = group.size(), me = group.rank();
+  // Each member's layout, (ranks, rank) in the group it kept partitions for, where it holds.
+  at::Tensor layouts = at::zeros({ranks, 2}, at::kLong);
+  if (holds) {
+    layouts[me][0] = layout_ranks_;
+    layouts[me][1] = layout_rank_;
+  }
+  all_reduce(layouts, ReduceOp::Sum, group);
+  // Each parameter from the lowest rank that keeps it.
+  std::vector<int> source(params_.size(), -1);
+  for (int m = 0; m < ranks; ++m) {
+    const int size = static_cast<int>(layouts[m][0].item<int64_t>());
+    if (size == 0) continue;
+    const std::vector<int> owners = partition_by_bytes(params_, size);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (source[i] < 0 && keeps_partition(static_cast<int>(layouts[m][1].item<int64_t>()), owners[i], size)) {
+        source[i] = m;
+      }
+    }
+  }
+  const auto lost = std::find(source.begin(), source.end(), -1);
+  if (lost != source.end()) {
+    const size_t i = static_cast<size_t>(lost - source.begin());
+    throw Error("lockstep::ShardedOptimizer: no member keeps the state of parameter " + std::to_string(i) + " (" +
+                c10::str(params_[i].sizes()) +
+                ") any more: both ranks that kept its partition were lost at once; resume from the last "
+                "checkpoint");
+  }
+  const std::vector<int> owners = partition_by_bytes(params_, ranks);
+  std::vector<torch::Tensor> unneeded;  // received, but neither kept before nor after
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!keeps_partition(me, owners[i], ranks) && !(holds && keeps(i))) unneeded.push_back(params_[i]);
+  }
+  for (int m = 0; m < ranks; ++m) {
+    std::vector<torch::Tensor> sent;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (source[i] == m) sent.push_back(params_[i]);
+    }
+    if (sent.empty()) continue;
+    detail::visit_kind(optimizer_, [&](auto kind) {
+      share_state<decltype(kind)>(optimizer_, sent, m, /*keep=*/true, group);
+      erase_state<decltype(kind)>(optimizer_, unneeded);
+    });
+    detail::broadcast_into(sent, m, group);
+  }
+  if (!source.empty()) {
+    detail::visit_kind(optimizer_, [&](auto kind) { share_options<decltype(kind)>(optimizer_, source[0], group); });
+  }
+  group_ = std::move(group);
+  owners_ = owners;
+  layout_ranks_ = ranks;
+  layout_rank_ = me;
   drop_state_of_others();
 }
 
@@ -122,35 +230,38 @@ std::vector<torch::Tensor> OptimizerSharding::partition_of(int rank) const {
 void OptimizerSharding::drop_state_of_others() {
   std::vector<torch::Tensor> others;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (owners_[i] != group_.rank()) others.push_back(params_[i]);
+    if (!keeps(i)) others.push_back(params_[i]);
   }
   detail::visit_kind(optimizer_, [&](auto kind) { erase_state<decltype(kind)>(optimizer_, others); });
   consolidated_ = false;
 }
 
-void OptimizerSharding::step_own_partition(const std::function<void()>& step) {
+void OptimizerSharding::step_own_partition() {
+  if (!agreed_) agree(group_);
   if (consolidated_) drop_state_of_others();
-  {
-    // Parameters without a gradient are skipped by every torch::optim step, so hiding the
-    // others' gradients steps this rank's partition with the unsharded arithmetic.
-    std::vector<std::pair<size_t, torch::Tensor>> hidden;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (owners_[i] == group_.rank() || !params_[i].grad().defined()) continue;
-      hidden.emplace_back(i, params_[i].grad());
-      params_[i].mutable_grad() = torch::Tensor();
-    }
-    auto restore = [&] {
-      for (auto& [i, grad] : hidden) params_[i].mutable_grad() = std::move(grad);
-    };
-    try {
-      step();
-    } catch (...) {
-      restore();
-      throw;
-    }
-    restore();
-  }
+  step_kept_parameters_only();
   broadcast_parameters();
+}
+
+void OptimizerSharding::step_kept_parameters_only() {
+  // Parameters without a gradient are skipped by every torch::optim step, so hiding the
+  // others' gradients steps the kept partitions with the unsharded arithmetic.
+  std::vector<std::pair<size_t, torch::Tensor>> hidden;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (keeps(i) || !params_[i].grad().defined()) continue;
+    hidden.emplace_back(i, params_[i].grad());
+    params_[i].mutable_grad() = torch::Tensor();
+  }
+  auto restore = [&] {
+    for (auto& [i, grad] : hidden) params_[i].mutable_grad() = std::move(grad);
+  };
+  try {
+    step_visible();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
 }
 
 void OptimizerSharding::broadcast_parameters() {

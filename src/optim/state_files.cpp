@@ -7,6 +7,7 @@
 #include "lockstep/optim/sharded_optimizer.h"
 #include "optim/optimizer_kinds.h"
 #include "optim/optimizer_state_table.h"
+#include "optim/param_groups.h"
 
 namespace lockstep::optim {
 namespace {
@@ -55,7 +56,7 @@ std::vector<size_t> StateFiles::indices_to_read() const {
     }
     return indices;
   }
-  for (size_t i = 0; i < parameters_of(optimizer_).size(); ++i) indices.push_back(i);
+  for (size_t i = 0; i < detail::parameters_of(optimizer_).size(); ++i) indices.push_back(i);
   return indices;
 }
 
@@ -85,7 +86,7 @@ void StateFiles::resume_from_rank_zero(const std::string& checkpoint, int64_t st
 }
 
 void move_state_to_parameters(torch::optim::Optimizer& optimizer) {
-  const auto params = parameters_of(optimizer);
+  const auto params = detail::parameters_of(optimizer);
   detail::visit_kind(optimizer,
                      [&](auto kind) { detail::move_state_to_parameters<decltype(kind)>(optimizer, params); });
 }

@@ -81,10 +81,11 @@ struct Trainer::State {
   bool file_sinks_added = false;
 
   int64_t step = 0;
-  double last_lr = 0;          // the rate of the latest update()
-  int64_t epoch = 0;           // in progress, from 0
-  int64_t batch_in_epoch = 0;  // of the epoch in progress, trained
-  bool placed = false;         // fit() has settled where it starts: position() holds
+  double last_lr = 0;           // the rate of the latest update()
+  bool update_pending = false;  // between a step's prepare_update() and its apply_update()
+  int64_t epoch = 0;            // in progress, from 0
+  int64_t batch_in_epoch = 0;   // of the epoch in progress, trained
+  bool placed = false;          // fit() has settled where it starts: position() holds
   int64_t steps_per_epoch = 0;
   int64_t global_batch = 0;  // the loader's SamplerOptions::global_batch_size
   int64_t step_samples = 0;  // with it, the samples of the step in progress over all ranks
@@ -138,6 +139,25 @@ struct Trainer::State {
   void flush() {
     if (options.ddp().group().rank() != 0) return;
     for (auto& sink : sinks) sink->flush();
+  }
+
+  // What an update does before the step is committed, so that a member whose commit failed
+  // while others' succeeded can apply the step alone (live recovery, ZeRO-1).
+  void prepare_update() {
+    if (options.clip_grad_norm()) {
+      clip_grad_norm(module->parameters(), *options.clip_grad_norm());  // no host wait for the GPU
+    }
+    last_lr = scheduled_lr();
+    for (auto& group : optimizer->param_groups()) group.options().set_lr(last_lr);
+    update_pending = true;
+  }
+
+  // The step counts once committed, even when the step of a ShardedOptimizer then fails
+  // sending its parameters: its own partition is updated by then (live recovery heals the rest).
+  void apply_update() {
+    update_pending = false;
+    ++step;
+    optimizer->step();
   }
 
   double scheduled_lr() const {
@@ -234,16 +254,12 @@ StepOutput Trainer::train_step(const data::Batch& host_batch) {
 }
 
 void Trainer::update() {
-  State& s = *state_;
   timeline::Span span(timeline::format::event::kOptimizerStep);
-  if (s.options.clip_grad_norm()) {
-    clip_grad_norm(s.module->parameters(), *s.options.clip_grad_norm());  // no host wait for the GPU
-  }
-  s.last_lr = s.scheduled_lr();
-  for (auto& group : s.optimizer->param_groups()) group.options().set_lr(s.last_lr);
-  s.optimizer->step();
-  ++s.step;
+  state_->prepare_update();
+  state_->apply_update();
 }
+
+bool Trainer::update_pending() const { return state_->update_pending; }
 
 Record Trainer::evaluate(data::PrefetchLoader& loader) {
   State& s = *state_;
@@ -469,9 +485,13 @@ struct Trainer::FitRun {
       if (s.global_batch > 0) s.step_samples = static_cast<int64_t>(train.sampler().step_samples(batch_in_epoch));
       const StepOutput out = trainer.train_step(batch);
       log_samples(s.step + 1, batch);
+      s.prepare_update();  // before the commit: see apply_update
       const auto decision = policy->at_step(s.step + 1);
-      trainer.update();
       s.batch_in_epoch = ++batch_in_epoch;
+      {
+        timeline::Span span(timeline::format::event::kOptimizerStep);
+        s.apply_update();
+      }
       times.compute_seconds = seconds_since(compute_started);
       times.gradient_wait_seconds = s.ddp->last_gradient_wait_seconds();
       for (auto* observer : observers) observer->updated(times);

@@ -225,6 +225,79 @@ void sharded_lbfgs() {
   }
 }
 
+// Live recovery (LOCKSTEP_RECOVERY=live, as the test starts these workers): each partition
+// is kept by its rank and the one before. Four ranks train alike on batches every rank shares
+// (so no gradient needs reducing). At step 4 rank 0 applies the step and ranks 1 and 2 are
+// lost at once: they were the two that kept partition 2, so ranks 0 and 3 cannot reshard,
+// and say why, with nothing changed. Had only rank 1 been lost: ranks 2 and 3, holding the
+// step's gradients, catch up with rank 0, and the three reshard over a group of their own.
+// Every parameter and state tensor stays that of the unsharded Adam, bit for bit, through
+// 3 more steps.
+void sharded_lost_rank() {
+  using lockstep::detail::AdamKind;
+  const auto options = torch::optim::AdamOptions(0.01).weight_decay(1e-3);
+  torch::nn::Sequential plain_model = make_model(), sharded_model = make_model();
+  lockstep::synchronize(*plain_model);  // every rank starts from rank 0's
+  lockstep::synchronize(*sharded_model);
+  const auto plain_params = plain_model->parameters(), sharded_params = sharded_model->parameters();
+  torch::optim::Adam plain(plain_params, options);
+  lockstep::ShardedOptimizer<torch::optim::Adam> sharded(sharded_params, options);
+  if (!sharded.mirrored()) fail("not mirrored under LOCKSTEP_RECOVERY=live");
+  auto shared_loss = [](torch::nn::Sequential& model, int step) {
+    torch::manual_seed(5000 + step);  // the same batch on every rank
+    return torch::mse_loss(model->forward(torch::randn({6, 8})), torch::randn({6, 4}));
+  };
+  auto backward_both = [&](int step) {
+    plain.zero_grad();
+    sharded.zero_grad();
+    shared_loss(plain_model, step).backward();
+    shared_loss(sharded_model, step).backward();
+  };
+  auto expect_alike = [&](const std::string& when) {
+    for (size_t i = 0; i < plain_params.size(); ++i) {
+      if (!torch::equal(plain_params[i], sharded_params[i]))
+        fail(when + ": parameter " + std::to_string(i) + " differs");
+    }
+  };
+  for (int step = 1; step <= 3; ++step) {
+    backward_both(step);
+    plain.step();
+    sharded.step();
+  }
+  backward_both(4);
+  plain.step();
+  if (lockstep::rank() == 0) sharded.step_kept_partitions();  // applied before the loss
+
+  const lockstep::ProcessGroup outer = lockstep::new_group({0, 3});
+  if (outer.is_member()) {
+    try {
+      sharded.reshard(outer, /*holds=*/true);
+      fail("resharded without anyone keeping partition 2");
+    } catch (const lockstep::Error& e) {
+      std::cout << "rank " << lockstep::rank() << ": Error: " << e.what() << std::endl;
+    }
+  }
+
+  const lockstep::ProcessGroup survivors = lockstep::new_group({0, 2, 3});
+  if (lockstep::rank() == 1) return;
+  if (lockstep::rank() != 0) sharded.step_kept_partitions();  // held the gradients: catch up
+  sharded.reshard(survivors, /*holds=*/true);
+  expect_alike("after the reshard");
+  size_t kept = 0;
+  for (size_t i = 0; i < sharded_params.size(); ++i) kept += sharded.keeps(i) ? 1 : 0;
+  if (sharded.state().size() != kept) fail("holds state beyond its partitions after the reshard");
+  for (int step = 5; step <= 7; ++step) {
+    backward_both(step);
+    plain.step();
+    sharded.step();
+    expect_alike("step " + std::to_string(step) + " on 3 ranks");
+  }
+  sharded.consolidate_state_dict(0);
+  if (survivors.rank() == 0) {
+    expect_same_state<AdamKind>(sharded, plain, sharded_params, plain_params, "consolidated over 3 ranks");
+  }
+}
+
 }  // namespace
 
 int run_sharded_scenario(const std::string& scenario) {
@@ -233,6 +306,8 @@ int run_sharded_scenario(const std::string& scenario) {
     sharded_equivalence();
   } else if (scenario == "sharded-different-parameters") {
     sharded_different_parameters();
+  } else if (scenario == "sharded-lost-rank") {
+    sharded_lost_rank();
   } else if (scenario == "sharded-lbfgs") {
     sharded_lbfgs();
   } else {

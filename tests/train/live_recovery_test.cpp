@@ -8,18 +8,22 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "lockstep/train/checkpoint.h"
+#include "optim/optimizer_state_table.h"
 #include "lockstep/train/models.h"
 #include "support/run_output.h"
 #include "support/tool_process.h"
 #include "support/wait_for.h"
 #include "support/world.h"
 #include "trained_steps.h"
+#include "weight_lines.h"
 #include "worker_processes.h"
 
 namespace lockstep::train {
@@ -49,8 +53,6 @@ int64_t went_on_after(const std::string& output) {
   const auto at = output.find(marker);
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
 }
-
-std::string newest_checkpoint(const std::string& run) { return CheckpointFolder(run + "/checkpoints", 1).latest(); }
 
 // The same sequence of memberships without a fault: 3 workers up to `step`, then 2.
 std::string replay(const std::string& out, int64_t step) {
@@ -143,6 +145,87 @@ TEST(LiveRecovery, AWorkerLostWhileTheOthersHealIsLeftOutByAnotherRegroup) {
   EXPECT_FALSE(contains(run.stdout_text(), "generation 1 of")) << run.stdout_text();  // it never trained
   EXPECT_TRUE(contains(run.stdout_text(), "generation 2 of 2 workers goes on after step")) << run.stdout_text();
   expect_every_sample_once_and_members_alike(run, out);
+}
+
+// Each generation's size and the step it went on after, from rank 0's lines
+// "generation G of N workers goes on after step S".
+std::vector<std::pair<int, int64_t>> generations(const std::string& output) {
+  std::vector<std::pair<int, int64_t>> found;
+  const std::regex line("generation [0-9]+ of ([0-9]+) workers goes on after step ([0-9]+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    found.emplace_back(std::stoi((*it)[1]), std::stoll((*it)[2]));
+  }
+  return found;
+}
+
+// The Adam state of two checkpoints of the CNN (a sharded one's read from its shards) equal
+// to float rounding, as expect_close_parameters compares parameters.
+void expect_close_adam_state(const std::string& a, const std::string& b) {
+  std::vector<torch::nn::Sequential> models;
+  std::vector<std::unique_ptr<torch::optim::Adam>> adams;
+  for (const auto& path : {a, b}) {
+    models.push_back(make_model("cnn", ModelOptions().in_channels(1).num_classes(10).image_size(28)));
+    adams.push_back(std::make_unique<torch::optim::Adam>(models.back()->parameters()));
+    load_checkpoint(path, *models.back(), *adams.back());
+  }
+  const auto pa = models[0]->parameters(), pb = models[1]->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    auto &state_a = adams[0]->state(), &state_b = adams[1]->state();
+    using StateMap = std::decay_t<decltype(state_a)>;
+    const auto sa = state_a.find(detail::state_key<StateMap>(pa[i])),
+               sb = state_b.find(detail::state_key<StateMap>(pb[i]));
+    ASSERT_TRUE(sa != state_a.end() && sb != state_b.end()) << "parameter " << i << " has no Adam state";
+    const auto& adam_a = static_cast<torch::optim::AdamParamState&>(*sa->second);
+    const auto& adam_b = static_cast<torch::optim::AdamParamState&>(*sb->second);
+    EXPECT_EQ(adam_a.step(), adam_b.step()) << "parameter " << i;
+    for (const auto& [name, x, y] : {std::tuple{"exp_avg", adam_a.exp_avg(), adam_b.exp_avg()},
+                                     std::tuple{"exp_avg_sq", adam_a.exp_avg_sq(), adam_b.exp_avg_sq()}}) {
+      const double largest = x.abs().max().item<double>(), apart = (x - y).abs().max().item<double>();
+      EXPECT_LE(apart, 1e-6 * largest) << name << " of parameter " << i << " differs between " << a << " and " << b;
+    }
+  }
+}
+
+// ZeRO-1 under live recovery keeps each partition of the optimizer state on two workers.
+// Worker 1 is killed and started again: its partition is healed from the worker that kept
+// its copy, the state repartitioned over 2, then over 3 with the replacement. Adam, whose
+// every update depends on that state: the parameters end as those of the unsharded replay
+// of the same memberships.
+TEST(LiveRecovery, ZeroOneStateOfALostWorkerIsHealedFromItsCopyAndRepartitioned) {
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/live";
+  const std::vector<std::string> adam = {"--optimizer", "adam", "--epochs", "4"};
+  std::vector<std::string> live = {"-n", "3", "--zero", "1", "--recovery", "live", "--max-restarts", "1"};
+  live.insert(live.end(), adam.begin(), adam.end());
+  testing::ToolProcess run(live_job(out, live), {"LOCKSTEP_TEST_SLOW_RANK=0:compute:100"});
+  const auto workers = signal_worker_at(run, "step 4/", 3, 1, SIGKILL);
+  ASSERT_FALSE(workers.empty());
+  ASSERT_TRUE(run.wait_for_exit(std::chrono::seconds(180)));
+  ASSERT_EQ(run.exit_code(), 0) << run.stdout_text() << run.stderr_text();
+  EXPECT_TRUE(contains(run.stderr_text(), "started rank 1 again")) << run.stderr_text();
+  const auto changes = generations(run.stdout_text());
+  ASSERT_FALSE(changes.empty()) << run.stdout_text();
+  EXPECT_EQ(changes.back().first, 3) << run.stdout_text();  // the replacement joined
+  expect_every_sample_once_and_members_alike(run, out);
+
+  // The replay: the same sizes from the same steps, unsharded, a worker count per run.
+  const std::string replayed = dir.path() + "/replay";
+  int workers_before = 3;
+  int64_t from = 0;
+  for (size_t g = 0; g <= changes.size(); ++g) {
+    std::vector<std::string> part = {"-n", std::to_string(workers_before), "--mode", "processes"};
+    part.insert(part.end(), adam.begin(), adam.end());
+    if (g < changes.size()) part.insert(part.end(), {"--stop-after-step", std::to_string(changes[g].second)});
+    if (from > 0) part.push_back("--resume");
+    if (g == changes.size() || changes[g].second > from) {
+      const auto result = run_process(live_job(replayed, part));
+      ASSERT_EQ(result.exit_code, 0) << result.output;
+    }
+    if (g < changes.size()) std::tie(workers_before, from) = changes[g];
+  }
+  EXPECT_EQ(trained_steps(out), trained_steps(replayed));
+  expect_close_parameters(newest_checkpoint(replayed), newest_checkpoint(out));
+  expect_close_adam_state(newest_checkpoint(replayed), newest_checkpoint(out));
 }
 
 // -n 3:3: below 3 workers the job cannot go on; the 2 left save their state and end as a

@@ -50,7 +50,9 @@ struct LiveStep {
 /// ReduceOp::Sum and divide each rank's loss by the global batch size.
 ///
 /// It trains in the default group (DDPOptions::group is left to it), and its rank 0 writes
-/// a line to stderr on each change of members. Without live recovery (LOCKSTEP_RECOVERY
+/// a line to stderr on each change of members. The optimizer is not sharded: a
+/// ShardedOptimizer binds the group it is made in, before a replacement has one
+/// (`lockstep train --zero 1 --recovery live` heals ZeRO-1). Without live recovery (LOCKSTEP_RECOVERY
 /// unset) it is init() and DDP: each step counts, and a failure ends the worker as it
 /// would without it.
 class LiveTraining {

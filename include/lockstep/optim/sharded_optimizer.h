@@ -1,6 +1,5 @@
 #pragma once
 
-#include <functional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -37,23 +36,49 @@ class OptimizerSharding {
   /// the group calls it.
   void distribute_state(int root = 0);
 
+  /// Under live recovery (LOCKSTEP_RECOVERY=live) each rank also keeps, and steps, the
+  /// partition of the next rank (the last rank that of rank 0), so that every parameter's
+  /// state outlives the loss of any one rank: twice the state and the optimizer arithmetic
+  /// of a partition per rank.
+  bool mirrored() const { return mirrored_; }
+  /// Whether this rank keeps the state of parameters()[index]: its own, or its mirror's.
+  bool keeps(size_t index) const;
+  /// Live recovery: steps the parameters this rank keeps and sends none, for a member that
+  /// holds the averaged gradients of a step that others applied before one of them was lost.
+  void step_kept_partitions();
+  /// Live recovery, after a regroup: every rank of `group` (the new group) calls it. `holds`:
+  /// the parameters and state this rank keeps are at the step the members go on from (false
+  /// for a replacement, or a member behind). Each parameter's value and state come from the
+  /// lowest rank that keeps it; then the parameters are partitioned over `group`. Error on
+  /// every rank when no member keeps some parameter (both its keepers were lost at once).
+  void reshard(ProcessGroup group, bool holds);
+
  protected:
   /// Checks that every rank holds parameters of the same shapes and an optimizer of the same
   /// kind (MismatchError naming the first differing parameter, on every rank), then
-  /// partitions them. ConfigError for an optimizer that cannot be sharded (LBFGS).
+  /// partitions them (under live recovery the check waits for the first step or reshard).
+  /// ConfigError for an optimizer that cannot be sharded (LBFGS).
   OptimizerSharding(torch::optim::Optimizer& optimizer, ProcessGroup group);
 
-  /// Runs `step` with only this rank's parameters visible to it (others' gradients are
-  /// hidden, so torch::optim skips them as parameters without gradients), then broadcasts
-  /// each rank's updated parameters to every rank.
-  void step_own_partition(const std::function<void()>& step);
+  /// Opt's own step of the parameters with gradients.
+  virtual void step_visible() = 0;
+  /// Runs step_visible() with only the parameters this rank keeps visible to it (others'
+  /// gradients are hidden, so torch::optim skips them as parameters without gradients), then
+  /// broadcasts each rank's updated parameters to every rank.
+  void step_own_partition();
   /// ConfigError when this rank lacks others' state: saving it would lose it.
   void check_holds_all_state(const char* what) const;
   /// This rank's state() was filled from outside (a load): the next step keeps its own only.
   void note_holds_all_state() { consolidated_ = true; }
 
  private:
+  /// Checks that every rank of `group` holds the same parameters (MismatchError naming the
+  /// first difference, on every rank), and lists them.
+  void agree(const ProcessGroup& group);
   std::vector<torch::Tensor> partition_of(int rank) const;
+  /// Whether `rank` of a group of `size` keeps the partition of `owner`.
+  bool keeps_partition(int rank, int owner, int size) const;
+  void step_kept_parameters_only();
   void drop_state_of_others();
   void broadcast_parameters();
 
@@ -61,7 +86,13 @@ class OptimizerSharding {
   ProcessGroup group_;
   std::vector<torch::Tensor> params_;
   std::vector<int> owners_;
+  // The group owners_ partitions for, as it was: a default group handle stands for the next
+  // generation's group once live recovery regroups, before reshard() repartitions.
+  int layout_ranks_ = 1;
+  int layout_rank_ = 0;
   bool consolidated_ = false;  // this rank holds others' state until the next step
+  bool mirrored_ = false;
+  bool agreed_ = false;  // the ranks of group_ checked that they hold the same parameters
 };
 
 /// An Opt (torch::optim::SGD, Adam, AdamW, RMSprop or Adagrad) whose state is sharded across
@@ -94,7 +125,7 @@ class ShardedOptimizer : public Opt, public OptimizerSharding {
       c10::AutoGradMode enable_grad(true);
       loss = closure();
     }
-    step_own_partition([this] { Opt::step(nullptr); });
+    step_own_partition();
     return loss;
   }
 
@@ -110,6 +141,9 @@ class ShardedOptimizer : public Opt, public OptimizerSharding {
     Opt::load(archive);
     note_holds_all_state();
   }
+
+ protected:
+  void step_visible() override { Opt::step(nullptr); }
 };
 
 }  // namespace lockstep

@@ -150,6 +150,9 @@ class Trainer {
   StepOutput train_step(const data::Batch& batch);
   /// Clips, sets the scheduled learning rate and steps the optimizer.
   void update();
+  /// Live recovery: whether the last fit() ended failing in a step's commit, this rank
+  /// holding that step's averaged gradients, clipped, and its learning rate set.
+  bool update_pending() const;
 
   /// Writes a checkpoint of the module and optimizer as they are, at `position`, where fit()
   /// writes them (TrainerOptions::checkpoint_dir, else out_dir/checkpoints); every rank calls
