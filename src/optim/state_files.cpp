@@ -52,7 +52,7 @@ std::vector<size_t> StateFiles::indices_to_read() const {
   std::vector<size_t> indices;
   if (sharding_ != nullptr) {
     for (size_t i = 0; i < sharding_->owners().size(); ++i) {
-      if (sharding_->owners()[i] == sharding_->group().rank()) indices.push_back(i);
+      if (sharding_->keeps(i)) indices.push_back(i);  // under live recovery, its neighbour's too
     }
     return indices;
   }

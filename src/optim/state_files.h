@@ -35,7 +35,7 @@ class StateFiles {
   /// error is thrown on all of them.
   void write_shard(const std::string& checkpoint, int64_t step) const;
   /// The parameters (in param-group order) whose state this process reads from a sharded
-  /// checkpoint: its own where the optimizer is sharded, else every one.
+  /// checkpoint: those it keeps where the optimizer is sharded, else every one.
   std::vector<size_t> indices_to_read() const;
   /// After rank 0 loaded `checkpoint` (its own parameters' state from `shards` shard files
   /// laid out as `layout`, or every parameter's where `shards` is 0), every rank of the group

@@ -187,16 +187,22 @@ void expect_close_adam_state(const std::string& a, const std::string& b) {
 }
 
 // ZeRO-1 under live recovery keeps each partition of the optimizer state on two workers.
-// Worker 1 is killed and started again: its partition is healed from the worker that kept
-// its copy, the state repartitioned over 2, then over 3 with the replacement. Adam, whose
-// every update depends on that state: the parameters end as those of the unsharded replay
-// of the same memberships.
+// The run stops after step 2 and resumes (each worker reads its partition and its copy of
+// the next); then worker 1 is killed and started again: its partition is healed from the
+// worker that kept its copy, the state repartitioned over 2, then over 3 with the
+// replacement. Adam, whose every update depends on that state: the parameters and the
+// state end as those of the unsharded replay of the same memberships.
 TEST(LiveRecovery, ZeroOneStateOfALostWorkerIsHealedFromItsCopyAndRepartitioned) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
   const std::vector<std::string> adam = {"--optimizer", "adam", "--epochs", "4"};
-  std::vector<std::string> live = {"-n", "3", "--zero", "1", "--recovery", "live", "--max-restarts", "1"};
+  std::vector<std::string> live = {"-n", "3", "--zero", "1", "--recovery", "live"};
   live.insert(live.end(), adam.begin(), adam.end());
+  std::vector<std::string> stopped = live;
+  stopped.insert(stopped.end(), {"--stop-after-step", "2"});
+  const auto first = run_process(live_job(out, stopped));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  live.insert(live.end(), {"--max-restarts", "1", "--resume"});
   testing::ToolProcess run(live_job(out, live), {"LOCKSTEP_TEST_SLOW_RANK=0:compute:100"});
   const auto workers = signal_worker_at(run, "step 4/", 3, 1, SIGKILL);
   ASSERT_FALSE(workers.empty());
