@@ -10,6 +10,9 @@
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
+#include "lockstep/comm/collectives.h"
+#include "lockstep/comm/process_group.h"
+
 // An optimizer's options and per-parameter state as plain tables of numbers, which root can
 // broadcast, and the state made to match such a table on the other ranks. `Kind` is one of
 // optimizer_kinds.h; parameters are listed in param-group order.
@@ -81,6 +84,15 @@ void set_options(const std::vector<typename Kind::Options*>& options, const at::
     const double* row = table[i].data_ptr<double>();
     Kind::each_option(*options[i], [&](auto& value) { value = static_cast<std::decay_t<decltype(value)>>(*row++); });
   }
+}
+
+// `root`'s options of every param group (lr, betas, ...) on every rank of `group`.
+template <typename Kind>
+void broadcast_options(torch::optim::Optimizer& optimizer, int root, const ProcessGroup& group) {
+  const auto options = options_of<Kind>(optimizer);
+  at::Tensor table = options_table<Kind>(options);
+  broadcast(table, root, group);
+  if (group.rank() != root) set_options<Kind>(options, table);
 }
 
 // One row per parameter: 1 when it has state (else 0), then each state field in

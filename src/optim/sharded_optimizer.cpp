@@ -69,15 +69,6 @@ void share_state(torch::optim::Optimizer& optimizer, const std::vector<torch::Te
   if (!keep) erase_state<Kind>(optimizer, params);
 }
 
-// The options of every param group (lr, betas, ...) from `source` to every rank.
-template <typename Kind>
-void share_options(torch::optim::Optimizer& optimizer, int source, const ProcessGroup& group) {
-  const auto options = detail::options_of<Kind>(optimizer);
-  torch::Tensor table = detail::options_table<Kind>(options);
-  broadcast(table, source, group);
-  if (group.rank() != source) detail::set_options<Kind>(options, table);
-}
-
 }  // namespace
 
 OptimizerSharding::OptimizerSharding(torch::optim::Optimizer& optimizer, ProcessGroup group)
@@ -210,7 +201,8 @@ void OptimizerSharding::reshard(ProcessGroup group, bool holds) {
     detail::broadcast_into(sent, m, group);
   }
   if (!source.empty()) {
-    detail::visit_kind(optimizer_, [&](auto kind) { share_options<decltype(kind)>(optimizer_, source[0], group); });
+    detail::visit_kind(optimizer_,
+                       [&](auto kind) { detail::broadcast_options<decltype(kind)>(optimizer_, source[0], group); });
   }
   group_ = std::move(group);
   owners_ = owners;

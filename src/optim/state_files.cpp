@@ -14,13 +14,7 @@ namespace {
 
 // Rank 0's learning rates, betas, ... on every rank.
 void broadcast_options(torch::optim::Optimizer& optimizer, const ProcessGroup& group) {
-  detail::visit_kind(optimizer, [&](auto kind) {
-    using Kind = decltype(kind);
-    const auto options = detail::options_of<Kind>(optimizer);
-    at::Tensor table = detail::options_table<Kind>(options);
-    broadcast(table, 0, group);
-    detail::set_options<Kind>(options, table);
-  });
+  detail::visit_kind(optimizer, [&](auto kind) { detail::broadcast_options<decltype(kind)>(optimizer, 0, group); });
 }
 
 }  // namespace
