@@ -6,7 +6,10 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/groups/regroup.h"
 #include "comm/world/environment.h"
+#include "job/process_sockets.h"
+#include "job/store_values.h"
 #include "job/tcp_store_options.h"
 #include "lockstep/error.h"
 
@@ -27,17 +30,6 @@ class Pause {
   std::chrono::milliseconds pause_{1};
 };
 
-std::vector<Member> parse_members(const std::string& record) {
-  std::vector<Member> members;
-  std::istringstream in(record);
-  std::string name;
-  while (in >> name) {
-    const auto colon = name.find(':');
-    members.push_back({std::stoi(name.substr(0, colon)), std::stoi(name.substr(colon + 1))});
-  }
-  return members;
-}
-
 std::string record_of(const std::vector<Member>& members) {
   std::string record;
   for (const Member& m : members) record += (record.empty() ? "" : " ") + member_name(m);
@@ -56,7 +48,8 @@ std::string seconds(std::chrono::milliseconds timeout) {
   return text.str();
 }
 
-std::string generation_key(int generation, const std::string& name) {
+// A key of one generation's forming.
+std::string in_generation(int generation, const std::string& name) {
   return "generation-" + std::to_string(generation) + "/" + name;
 }
 
@@ -84,11 +77,13 @@ Membership::Membership(std::string store_host, int store_port, int attempt, Memb
       timeout_(timeout) {
   // The store's own calls are quick; `timeout` bounds the waits for the other members.
   const auto options = tcp_store_options(store_port, /*is_server=*/false, std::chrono::seconds(30));
-  store_ = std::make_unique<c10d::TCPStore>(store_host, options);
-  watch_store_ = std::make_unique<c10d::TCPStore>(store_host, options);
+  const auto connect = [&] { return std::make_unique<c10d::TCPStore>(store_host, options); };
+  store_ = with_bounded_silence(connect);
+  watch_store_ = with_bounded_silence(connect);
   for (int id = 0; id < launched_world_size; ++id) members_.push_back({id, 0});
+  watched_members_ = members_;
   watching_ = rank() == 0;
-  watcher_ = std::thread([this] { watch_joiners(); });
+  watcher_ = std::thread([this] { watch(); });
 }
 
 Membership::~Membership() {
@@ -119,14 +114,9 @@ int Membership::rank() const {
 
 bool Membership::has(const std::string& name) { return store_->check({key(name)}); }
 
-std::string Membership::read(const std::string& name) {
-  const auto bytes = store_->get(key(name));
-  return std::string(bytes.begin(), bytes.end());
-}
+std::string Membership::read(const std::string& name) { return text_of(store_->get(key(name))); }
 
-void Membership::write(const std::string& name, const std::string& value) {
-  store_->set(key(name), std::vector<uint8_t>(value.begin(), value.end()));
-}
+void Membership::write(const std::string& name, const std::string& value) { store_->set(key(name), bytes_of(value)); }
 
 void Membership::adopt(int generation, const std::string& record) {
   std::vector<Member> next = parse_members(record);
@@ -136,6 +126,11 @@ void Membership::adopt(int generation, const std::string& record) {
   }
   members_ = std::move(next);
   generation_ = generation;
+  {
+    std::lock_guard<std::mutex> lock(watched_mutex_);
+    watched_generation_ = generation;
+    watched_members_ = members_;
+  }
   watching_ = rank() == 0;
   joiner_waiting_ = false;
 }
@@ -146,10 +141,10 @@ bool Membership::wait_for_admission() {
   const auto deadline = Clock::now() + timeout_;
   Pause pause;
   for (;;) {
-    if (has("generation")) {
-      const int generation = std::stoi(read("generation"));
+    if (store_->check({generation_key(attempt_)})) {
+      const int generation = std::stoi(text_of(store_->get(generation_key(attempt_))));
       if (generation > generation_) {
-        const std::string record = read(generation_key(generation, "members"));
+        const std::string record = text_of(store_->get(members_key(attempt_, generation)));
         const auto members = parse_members(record);
         if (std::find(members.begin(), members.end(), me_) != members.end()) {
           adopt(generation, record);
@@ -167,14 +162,19 @@ bool Membership::wait_for_admission() {
 }
 
 void Membership::form_next() {
+  if (store_lost_) {
+    throw Error("lockstep: worker " + std::to_string(me_.id) +
+                " lost the job's store (its host stopped answering for " + std::to_string(kStoreSilence.count()) +
+                " s, or closed it): this worker is cut off from the others, or node 0 is gone, and ends");
+  }
   const int next = generation_ + 1;
-  write(generation_key(next, "goes-on/" + member_name(me_)), "1");
+  write(in_generation(next, "goes-on/" + member_name(me_)), "1");
   const auto deadline = Clock::now() + timeout_;
   Pause pause;
   for (;;) {
     std::vector<Member> unknown;
     for (const Member& m : members_) {
-      if (m == me_ || has(generation_key(next, "goes-on/" + member_name(m))) || store_->check({ended_key(attempt_, m)}))
+      if (m == me_ || has(in_generation(next, "goes-on/" + member_name(m))) || store_->check({ended_key(attempt_, m)}))
         continue;
       unknown.push_back(m);
     }
@@ -187,22 +187,22 @@ void Membership::form_next() {
     pause();
   }
   // One member composes the generation, so that every member adopts the same.
-  if (store_->add(key(generation_key(next, "forming")), 1) == 1) {
-    write(generation_key(next, "members"), compose_next());
-    write("generation", std::to_string(next));
+  if (store_->add(key(in_generation(next, "forming")), 1) == 1) {
+    store_->set(members_key(attempt_, next), bytes_of(compose_next()));
+    store_->set(generation_key(attempt_), bytes_of(std::to_string(next)));
   }
-  const auto members = generation_key(next, "members");
-  while (!has(members)) {
+  const auto members = members_key(attempt_, next);
+  while (!store_->check({members})) {
     if (Clock::now() >= deadline) {
       throw TimeoutError("lockstep: worker " + std::to_string(me_.id) + ": generation " + std::to_string(next) +
                          " was not formed within " + seconds(timeout_) + " (LOCKSTEP_TIMEOUT)");
     }
     pause();
   }
-  adopt(next, read(members));
+  adopt(next, text_of(store_->get(members)));
   if (rank() == static_cast<int>(members_.size())) {
     throw Error("lockstep: worker " + std::to_string(me_.id) + " was left out of generation " + std::to_string(next) +
-                ": its launcher said it had ended");
+                ": its launcher said it had ended, or its node stopped answering");
   }
 }
 
@@ -212,7 +212,7 @@ std::string Membership::compose_next() {
   const int next = generation_ + 1;
   std::vector<Member> members;
   for (const Member& m : members_) {
-    if (has(generation_key(next, "goes-on/" + member_name(m))) && !store_->check({ended_key(attempt_, m)}))
+    if (has(in_generation(next, "goes-on/" + member_name(m))) && !store_->check({ended_key(attempt_, m)}))
       members.push_back(m);
   }
   const int64_t admitted = has("joiners/admitted") ? std::stoll(read("joiners/admitted")) : 0;
@@ -227,25 +227,57 @@ std::string Membership::compose_next() {
   return record_of(members);
 }
 
-// One store request per poll while nobody joins: the count of joiners that ever came,
-// against the count admitted (read again only when more came than were last admitted).
-void Membership::watch_joiners() {
+// Two store requests per poll while nothing changes: the count of joiners that ever came
+// (rank 0 only), and the count of ended marks.
+void Membership::watch() {
   int64_t admitted = 0;
+  int64_t ended_seen = 0;
+  int checked_generation = 0;
   while (!stopping_) {
-    if (watching_) {
-      try {
-        const int64_t came = watch_store_->add(key("joiners/count"), 0);
-        if (came > admitted && watch_store_->check({key("joiners/admitted")})) {
-          const auto bytes = watch_store_->get(key("joiners/admitted"));
-          admitted = std::stoll(std::string(bytes.begin(), bytes.end()));
-        }
-        joiner_waiting_ = came > admitted;
-      } catch (const std::exception&) {
-        return;  // the store is gone: the job ends with it
+    try {
+      if (watching_) watch_joiners(admitted);
+      const int64_t ended = watch_store_->add(ended_count_key(attempt_), 0);
+      const int generation = detail::generation();
+      // Looked at again for a new generation too: a member may have ended while it formed.
+      if (ended != ended_seen || generation != checked_generation) {
+        ended_seen = ended;
+        checked_generation = generation;
+        abort_if_a_member_ended(generation);
       }
+    } catch (const std::exception&) {
+      // Cut off from the store (its calls fail after kStoreSilence), or node 0 is gone:
+      // the others, if any are left, go on without this worker.
+      store_lost_ = true;
+      detail::abort_default_group(detail::generation(), "worker " + std::to_string(me_.id) + " lost the job's store");
+      return;
     }
     std::unique_lock<std::mutex> lock(stop_mutex_);
     stop_.wait_for(lock, kWatchEvery, [this] { return stopping_.load(); });
+  }
+}
+
+// The count of joiners that ever came, against the count admitted (read again only when
+// more came than were last admitted).
+void Membership::watch_joiners(int64_t& admitted) {
+  const int64_t came = watch_store_->add(key("joiners/count"), 0);
+  if (came > admitted && watch_store_->check({key("joiners/admitted")})) {
+    const auto bytes = watch_store_->get(key("joiners/admitted"));
+    admitted = std::stoll(text_of(bytes));
+  }
+  joiner_waiting_ = came > admitted;
+}
+
+void Membership::abort_if_a_member_ended(int generation) {
+  std::vector<Member> members;
+  {
+    std::lock_guard<std::mutex> lock(watched_mutex_);
+    if (watched_generation_ != generation) return;  // the group is not formed yet, or left
+    members = watched_members_;
+  }
+  for (const Member& m : members) {
+    if (m == me_ || !watch_store_->check({ended_key(attempt_, m)})) continue;
+    detail::abort_default_group(generation, "worker " + std::to_string(m.id) + " ended, or its node stopped answering");
+    return;
   }
 }
 

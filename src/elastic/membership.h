@@ -24,7 +24,11 @@ namespace lockstep::elastic {
 /// joiner waits; the next one holds every member of it that goes on, in their old order,
 /// then the joiners. A member is left out only on evidence: its launcher saw it end
 /// (ended_key); a hung one is ended by its launcher's heartbeat watch. So no two groups
-/// ever form from one generation, and no one is dropped for being slow.
+/// ever form from one generation, and no one is dropped for being slow. A member's end is
+/// also what aborts a collective that waits on it: each member watches for ended marks, so
+/// that a node cut off (whose connections never close) costs its heartbeat timeout, not the
+/// collectives' timeout. A member that loses the store (cut off from node 0, or node 0
+/// gone) can join no generation: its group is aborted too, and it ends.
 class Membership {
  public:
   /// This worker's, when its launcher asks for live recovery (LOCKSTEP_RECOVERY=live);
@@ -70,7 +74,11 @@ class Membership {
   void write(const std::string& name, const std::string& value);
   void adopt(int generation, const std::string& record);
   std::string compose_next();
-  void watch_joiners();
+  /// The watch thread: joiners (rank 0) and ended members (everyone), every kWatchEvery.
+  void watch();
+  void watch_joiners(int64_t& admitted);
+  /// Aborts the default group where it is `generation`'s and one of its members ended.
+  void abort_if_a_member_ended(int generation);
 
   std::unique_ptr<c10d::TCPStore> store_;
   std::unique_ptr<c10d::TCPStore> watch_store_;  // the joiner watch's own connection
@@ -82,9 +90,13 @@ class Membership {
   int generation_ = 0;
   std::vector<Member> members_;
   std::vector<Member> left_;
+  std::mutex watched_mutex_;  // the generation and members the watch thread reads
+  int watched_generation_ = 0;
+  std::vector<Member> watched_members_;
   std::atomic<bool> joiner_waiting_{false};
   std::atomic<bool> watching_{false};  // rank 0 watches for joiners: the step's agreement tells the rest
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> store_lost_{false};  // the watch thread's store stopped answering
   std::mutex stop_mutex_;
   std::condition_variable stop_;
   static constexpr std::chrono::milliseconds kWatchEvery{100};

@@ -2,13 +2,16 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "job/process_sockets.h"
 #include "job/tcp_store_options.h"
 
 namespace lockstep {
 
 Heartbeat::Heartbeat(const std::string& host, int port, std::string key) : key_(std::move(key)) {
-  store_ =
-      std::make_unique<c10d::TCPStore>(host, tcp_store_options(port, /*is_server=*/false, std::chrono::seconds(10)));
+  store_ = with_bounded_silence([&] {
+    return std::make_unique<c10d::TCPStore>(host,
+                                            tcp_store_options(port, /*is_server=*/false, std::chrono::seconds(10)));
+  });
   store_->add(key_, 1);  // the first beat before init() returns
   thread_ = std::thread([this] { beat(); });
 }

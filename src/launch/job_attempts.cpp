@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "job/job_identity.h"
+#include "job/store_values.h"
 #include "launch/store_client.h"
 
 #include "lockstep/error.h"
@@ -35,9 +36,6 @@ std::string this_host() {
   gethostname(host, sizeof(host) - 1);
   return host;
 }
-
-std::vector<uint8_t> bytes_of(const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); }
-std::string text_of(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
 NodeRecord decode(const std::string& text) {
   std::istringstream in(text);
@@ -265,21 +263,34 @@ void JobAttempts::fail(int attempt, const std::string& cause) {
 }
 
 std::optional<std::string> JobAttempts::silent_node(int attempt, std::chrono::milliseconds timeout) {
-  return use_store([&](c10d::TCPStore& store) -> std::optional<std::string> {
+  const std::vector<int> silent = silent_nodes(timeout);
+  if (silent.empty()) return std::nullopt;
+  beats_.clear();
+  return stopped_answering(attempt, silent.front(), timeout) + ": its launcher is gone or cut off from node 0";
+}
+
+std::vector<int> JobAttempts::silent_nodes(std::chrono::milliseconds timeout) {
+  return use_store([&](c10d::TCPStore& store) {
     const auto now = std::chrono::steady_clock::now();
     if (beats_.size() != static_cast<size_t>(options_.nnodes)) beats_.assign(options_.nnodes, Beats{-1, now});
+    std::vector<int> silent;
     for (int node = 0; node < options_.nnodes; ++node) {
       if (node == options_.node_rank || store.check({ended_key(node)})) continue;
       const int64_t count = store.add(beats_key(node), 0);
       if (count != beats_[node].count) {
         beats_[node] = {count, now};
       } else if (now - beats_[node].changed > timeout) {
-        beats_.clear();
-        return describe(node, decode(text_of(store.get(node_key(attempt, node))))) + " stopped answering for " +
-               seconds(timeout) + ": its launcher is gone or cut off from node 0";
+        silent.push_back(node);
       }
     }
-    return std::nullopt;
+    return silent;
+  });
+}
+
+std::string JobAttempts::stopped_answering(int attempt, int node, std::chrono::milliseconds timeout) {
+  return use_store([&](c10d::TCPStore& store) {
+    return describe(node, decode(text_of(store.get(node_key(attempt, node))))) + " stopped answering for " +
+           seconds(timeout);
   });
 }
 

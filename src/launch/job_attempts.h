@@ -48,6 +48,11 @@ class JobAttempts {
   /// A node whose launcher has not beaten for `timeout` (cut off, or its machine gone) and
   /// did not end on its own. Called about twice a second while the workers run.
   std::optional<std::string> silent_node(int attempt, std::chrono::milliseconds timeout);
+  /// Every node silent so, for live recovery, which goes on without them; each call after
+  /// the first names a node again while it stays silent.
+  std::vector<int> silent_nodes(std::chrono::milliseconds timeout);
+  /// "node 1 (on host-b) stopped answering for 3 s".
+  std::string stopped_answering(int attempt, int node, std::chrono::milliseconds timeout);
   /// The nodes whose launchers do not beat over the next `wait` and did not end on their own:
   /// "node 1 (on host-b) is lost: ...", or "" (what a worker failure may have come from).
   std::string lost_nodes(int attempt, std::chrono::milliseconds wait);

@@ -72,10 +72,6 @@ void validate(const LaunchOptions& options) {
   if (options.recovery == "live" && options.backend == "mpi") {
     throw ConfigError("--recovery live needs the launcher's store, but --backend mpi hands the job to mpirun");
   }
-  if (options.recovery == "live" && options.nnodes > 1) {
-    throw ConfigError("--recovery live runs on one node so far; use --recovery restart for --nnodes " +
-                      std::to_string(options.nnodes));
-  }
   if (options.max_restarts > 0 && options.backend == "mpi") {
     throw ConfigError("--max-restarts cannot restart a job handed to mpirun; leave out --backend mpi");
   }

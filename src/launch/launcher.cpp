@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
 
 #include "job/elastic_keys.h"
+#include "job/store_values.h"
 #include "launch/agent_store.h"
 #include "launch/store_client.h"
 #include "launch/heartbeat_monitor.h"
@@ -87,9 +89,8 @@ class Launcher {
       WorkerGroup workers(options_.stop_timeout, terminal_);
       start_workers(workers, attempt, last_failure);
       if (options_.recovery == "live") recover_live(workers, attempt);
-      bool store_lost = false;
-      const int status = supervise(workers, attempt, store_lost);
-      if (status != 0 && store_lost) return store_gone(status);
+      const int status = supervise(workers, attempt);
+      if (status != 0 && store_lost_) return store_gone(status);
       if (options_.recovery == "live") return status;  // its workers went on, or could not
       // Only a failure is worth a restart: not success, a stop the launcher was asked for, or
       // a program that cannot run at all.
@@ -131,15 +132,15 @@ class Launcher {
     ended_store_ = connect_store_client(master_addr_of(options_), store_port_, std::chrono::seconds(10));
     WorkerGroup::LiveRecovery live;
     live.ended = [this, attempt](int rank, int incarnation) {
+      if (store_lost_) return;  // the others went on without this node's workers
       try {
-        const std::string key = elastic::ended_key(attempt, {rank, incarnation});
-        ended_store_->set(key, std::vector<uint8_t>{'1'});
+        mark_ended(attempt, {rank, incarnation});
       } catch (const std::exception& e) {
         report("cannot tell the others that rank " + std::to_string(rank) + " ended: " + e.what());
       }
     };
     live.replace = [this, attempt](int rank, int incarnation) -> std::optional<WorkerProcess> {
-      if (restarts_used_ >= options_.max_restarts) return std::nullopt;
+      if (restarts_used_ >= options_.max_restarts || store_lost_) return std::nullopt;  // it could not join
       ++restarts_used_;
       WorkerRanks place{rank, rank - ranks_.front(), incarnation};
       return spawn_worker(options_.command,
@@ -149,10 +150,45 @@ class Launcher {
     workers.recover_live(std::move(live));
   }
 
+  void mark_ended(int attempt, const elastic::Member& member) {
+    const std::string key = elastic::ended_key(attempt, member);
+    if (ended_store_->check({key})) return;
+    ended_store_->set(key, bytes_of("1"));
+    ended_store_->add(elastic::ended_count_key(attempt), 1);  // what the members watch
+  }
+
+  // Live recovery goes on without a node that stopped answering (cut off, or its machine
+  // gone): its workers in the latest generation are marked ended, as their launcher would
+  // have, so that the others' collectives waiting on them are aborted and the others regroup.
+  // Again at each poll while it stays silent: a generation may form meanwhile.
+  void end_workers_of_silent_nodes(int attempt) {
+    const std::vector<int> silent = attempts_->silent_nodes(options_.heartbeat_timeout);
+    for (int node : silent) {
+      if (std::find(silent_before_.begin(), silent_before_.end(), node) == silent_before_.end()) {
+        report(attempts_->stopped_answering(attempt, node, options_.heartbeat_timeout) +
+               ": the other nodes' workers go on without its workers");
+      }
+    }
+    silent_before_ = silent;
+    if (silent.empty()) return;
+    const auto text_at = [this](const std::string& key) { return text_of(ended_store_->get(key)); };
+    std::vector<elastic::Member> members;
+    if (ended_store_->check({elastic::generation_key(attempt)})) {
+      const int generation = std::stoi(text_at(elastic::generation_key(attempt)));
+      members = elastic::parse_members(text_at(elastic::members_key(attempt, generation)));
+    } else {
+      for (int id = 0; id < options_.nnodes * options_.nproc_per_node; ++id) members.push_back({id, 0});
+    }
+    for (const elastic::Member& member : members) {
+      const int node = member.id / options_.nproc_per_node;
+      if (std::find(silent.begin(), silent.end(), node) != silent.end()) mark_ended(attempt, member);
+    }
+  }
+
   // Until the workers end, or one fails, or the job fails elsewhere. Without the store (node 0
   // gone, or just done) the workers' own collectives tell whether the job can go on; this
-  // launcher stops asking, and says so in `store_lost`.
-  int supervise(WorkerGroup& workers, int attempt, bool& store_lost) {
+  // launcher stops asking, and says so in `store_lost_`.
+  int supervise(WorkerGroup& workers, int attempt) {
     try {
       workers.watch(std::make_unique<HeartbeatMonitor>(master_addr_of(options_), store_port_, attempt, ranks_,
                                                        options_.heartbeat_timeout));
@@ -161,13 +197,17 @@ class Launcher {
              "); hung workers are left to "
              "their collectives' timeouts");
     }
-    workers.stop_when([&, attempt]() -> std::optional<std::string> {
-      if (store_lost) return std::nullopt;
+    workers.stop_when([this, attempt]() -> std::optional<std::string> {
+      if (store_lost_) return std::nullopt;
       try {
         if (auto failed = attempts_->failed_elsewhere(attempt)) return failed;
+        if (options_.recovery == "live") {
+          end_workers_of_silent_nodes(attempt);
+          return std::nullopt;
+        }
         return attempts_->silent_node(attempt, options_.heartbeat_timeout);
       } catch (const std::exception&) {
-        store_lost = true;
+        store_lost_ = true;
         return std::nullopt;
       }
     });
@@ -195,7 +235,10 @@ class Launcher {
   }
 
   int store_gone(int status) const {
-    report("lost the job's store on node 0 (" + master_addr_of(options_) + "): the job ends with it");
+    report("lost the job's store on node 0 (" + master_addr_of(options_) + "): " +
+           (options_.recovery == "live" ? "this node is cut off from it, or node 0 is gone; the other nodes go on "
+                                          "without this node's workers while they reach it"
+                                        : "the job ends with it"));
     return status;
   }
 
@@ -210,6 +253,8 @@ class Launcher {
   CoreBinding binding_;
   std::unique_ptr<c10d::TCPStore> ended_store_;  // live recovery's; left to the end of the process
   int restarts_used_ = 0;                        // live recovery's replacements so far
+  bool store_lost_ = false;                      // node 0's store stopped answering
+  std::vector<int> silent_before_;               // the nodes live recovery found silent at its last look
 };
 
 }  // namespace

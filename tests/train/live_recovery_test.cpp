@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include "lockstep/train/checkpoint.h"
 #include "optim/optimizer_state_table.h"
 #include "lockstep/train/models.h"
+#include "support/network_hosts.h"
 #include "support/run_output.h"
 #include "support/tool_process.h"
 #include "support/wait_for.h"
@@ -54,10 +56,10 @@ int64_t went_on_after(const std::string& output) {
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
 }
 
-// The same sequence of memberships without a fault: 3 workers up to `step`, then 2.
-std::string replay(const std::string& out, int64_t step) {
-  const auto first =
-      run_process(live_job(out, {"-n", "3", "--mode", "processes", "--stop-after-step", std::to_string(step)}));
+// The same sequence of memberships without a fault: `before` workers up to `step`, then 2.
+std::string replay(const std::string& out, int64_t step, int before = 3) {
+  const auto first = run_process(
+      live_job(out, {"-n", std::to_string(before), "--mode", "processes", "--stop-after-step", std::to_string(step)}));
   EXPECT_EQ(first.exit_code, 0) << first.output;
   const auto second = run_process(live_job(out, {"-n", "2", "--mode", "processes", "--resume"}));
   EXPECT_EQ(second.exit_code, 0) << second.output;
@@ -127,6 +129,58 @@ TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementR
   EXPECT_TRUE(contains(run.stdout_text(), "of 3 workers goes on after step")) << run.stdout_text();
   expect_every_sample_once_and_members_alike(run, out);
   EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all 3 members")) << run.stdout_text();
+}
+
+// Two hosts (network namespaces) of two workers, each host with its own launcher; host 1's
+// link is cut mid-training. Its workers' connections never close: host 0's launcher finds
+// host 1's launcher silent for the heartbeat timeout and marks its workers ended, which
+// aborts the collective host 0's workers wait in (not its 60 s timeout); they regroup
+// without host 1 and train the job to its end in the same processes.
+TEST(LiveRecovery, AHostCutOffLeavesTheOtherHostsWorkersTrainingOnInTheSameProcesses) {
+  testing::NetworkHosts hosts;
+  if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
+  TemporaryDirectory dir;
+  const std::string out = dir.path() + "/live";
+  const std::string port = std::to_string(testing::free_port());
+  std::vector<std::unique_ptr<testing::ToolProcess>> nodes;
+  for (int host = 0; host < 2; ++host) {
+    std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "2", "--recovery", "live"};
+    command.insert(command.end(), {"--node-rank", std::to_string(host), "--master-addr", hosts.address(0),
+                                   "--master-port", port, "--heartbeat-timeout", "3", "--"});
+    for (const auto& part : live_job(out, {})) command.push_back(part);
+    nodes.push_back(std::make_unique<testing::ToolProcess>(
+        hosts.on(host, command), std::vector<std::string>{kSlowSteps, "LOCKSTEP_TIMEOUT=60"}));
+  }
+  testing::ToolProcess& first = *nodes[0];
+  ASSERT_TRUE(wait_for([&] { return contains(first.stdout_text(), "step 4/"); }))
+      << first.stdout_text() << first.stderr_text() << nodes[1]->stderr_text();
+  const std::vector<pid_t> workers = children_of(first.pid());
+  ASSERT_EQ(workers.size(), 2u);
+  const auto cut = std::chrono::steady_clock::now();
+  hosts.cut_off(1);
+  ASSERT_TRUE(wait_for([&] { return went_on_after(first.stdout_text()) > 0; }))
+      << first.stdout_text() << first.stderr_text();
+  EXPECT_LT(std::chrono::steady_clock::now() - cut, std::chrono::seconds(3 + 5)) << first.stderr_text();
+  EXPECT_EQ(children_of(first.pid()), workers);  // the same processes
+  ASSERT_TRUE(first.wait_for_exit(std::chrono::seconds(120)));
+  ASSERT_EQ(first.exit_code(), 0) << first.stdout_text() << first.stderr_text();
+  const std::string going_on = "stopped answering for 3 s: the other nodes' workers go on without its workers";
+  EXPECT_TRUE(contains(first.stderr_text(), going_on)) << first.stderr_text();
+  EXPECT_TRUE(contains(first.stdout_text(), "generation 1 of 2 workers goes on after step")) << first.stdout_text();
+  expect_every_sample_once_and_members_alike(first, out);
+  // Host 1's workers, cut off from the store as well, end once its calls fail, and so does
+  // their launcher, saying why.
+  testing::ToolProcess& second = *nodes[1];
+  ASSERT_TRUE(second.wait_for_exit(std::chrono::seconds(60))) << second.stderr_text();
+  EXPECT_EQ(second.exit_code(), 1) << second.stderr_text();
+  EXPECT_TRUE(contains(second.stderr_text(), "worker 2 lost the job's store")) << second.stderr_text();
+  EXPECT_TRUE(contains(second.stderr_text(), "lost the job's store on node 0 (" + hosts.address(0) +
+                                                 "): this node is cut off from it, or node 0 is gone"))
+      << second.stderr_text();
+
+  const std::string replayed = replay(dir.path() + "/replay", went_on_after(first.stdout_text()), 4);
+  EXPECT_EQ(trained_steps(out), trained_steps(dir.path() + "/replay"));
+  expect_close_parameters(replayed, newest_checkpoint(out));
 }
 
 // Worker 2 dies as it starts to heal the generation formed without worker 1 (a test hook):

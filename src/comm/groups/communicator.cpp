@@ -484,6 +484,12 @@ bool Communicator::has_failed() const {
   return !failure_.empty();
 }
 
+void Communicator::abort(const std::string& why) {
+  mark_failed(why);
+  host_->abort(why);
+  for (const auto& [type, device] : devices_) device->abort();
+}
+
 void Communicator::mark_failed(const std::string& what) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (failure_.empty()) failure_ = what;

@@ -57,6 +57,9 @@ class Communicator {
 
   /// True once a collective failed in a way that leaves the group unusable.
   bool has_failed() const;
+  /// Fails the group from another thread: the collective running now, and every later
+  /// call, fails with `why` (live recovery, when a member is known to be gone).
+  void abort(const std::string& why);
 
   /// Runs `body` in this group's turn, like a collective called now: how new_group
   /// connects a sub-group in the same order on every rank of its parent.

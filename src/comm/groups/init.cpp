@@ -171,6 +171,16 @@ int detail::generation() {
   return world_generation;
 }
 
+void detail::abort_default_group(int generation, const std::string& why) {
+  std::shared_ptr<detail::GroupState> group;
+  {
+    std::lock_guard<std::mutex> lock(group_mutex);
+    if (world_group == nullptr || world_generation != generation) return;
+    group = world_group;  // alive while it is aborted, whatever the caller's thread does
+  }
+  group->communicator->abort(why);
+}
+
 bool detail::default_group_failed() {
   std::lock_guard<std::mutex> lock(group_mutex);
   return world_group != nullptr && world_group->communicator->has_failed();

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 namespace lockstep::detail {
 
 /// Live recovery's membership change (elastic/membership.h): leaves the default group
@@ -12,6 +14,10 @@ void regroup(int member_id, int rank, int world_size, int generation);
 
 /// The default group's generation: 0 until live recovery regroups.
 int generation();
+
+/// Fails the default group, from any thread, if it is still `generation`'s: its collective
+/// running now and every later one fail with `why` (Communicator::abort).
+void abort_default_group(int generation, const std::string& why);
 
 /// Whether the default group's communicator has failed (a peer is gone or broke a call):
 /// what live recovery regroups after, where any other error ends the worker.

@@ -10,6 +10,7 @@
 #include <gloo/reduce.h>
 
 #include "comm/transports/failure_reports.h"
+#include "job/process_sockets.h"
 #include "comm/transports/reduce_kernels.h"
 #include "lockstep/error.h"
 
@@ -37,8 +38,8 @@ T* same_type(const at::Tensor& tensor, T*) {
 }  // namespace
 
 GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::rendezvous::Store> store,
-                             std::chrono::milliseconds timeout, std::vector<int> group_ranks)
-    : context_(std::move(context)), timeout_(timeout) {
+                             std::chrono::milliseconds timeout, std::vector<int> group_ranks, std::set<ino_t> sockets)
+    : context_(std::move(context)), timeout_(timeout), sockets_(std::move(sockets)) {
   // Gloo's data path fails as a whole; the rendezvous store usually still answers.
   report_failures_through(
       std::make_shared<FailureReports>(std::move(store), context_->rank, context_->size, std::move(group_ranks)));
@@ -105,5 +106,7 @@ void GlooTransport::all_gather_bytes(const void* input, void* output, size_t byt
   opts.setTimeout(timeout_);
   gloo::allgather(opts);
 }
+
+void GlooTransport::abort(const std::string&) { shut_down(sockets_); }
 
 }  // namespace lockstep

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
+#include <set>
 #include <vector>
 
 #include <gloo/context.h>
@@ -17,8 +20,10 @@ class GlooTransport : public HostTransport {
  public:
   /// `group_ranks[r]` is how errors name the context's rank r (its rank in the user's group;
   /// they differ when gloo connects only the leaders of a hierarchical group).
+  /// `sockets`: those gloo opened to connect `context` (process_sockets.h), which abort()
+  /// shuts down.
   GlooTransport(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::rendezvous::Store> store,
-                std::chrono::milliseconds timeout, std::vector<int> group_ranks = {});
+                std::chrono::milliseconds timeout, std::vector<int> group_ranks = {}, std::set<ino_t> sockets = {});
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -30,10 +35,12 @@ class GlooTransport : public HostTransport {
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
+  void abort(const std::string& why) override;
 
  private:
   std::shared_ptr<gloo::Context> context_;
   std::chrono::milliseconds timeout_;
+  std::set<ino_t> sockets_;
 };
 
 }  // namespace lockstep

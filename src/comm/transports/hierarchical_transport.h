@@ -38,6 +38,10 @@ class HierarchicalTransport : public HostTransport {
   bool checks_every_call(const Call&) const override { return backend_checks_every_call_; }
   bool same_fingerprint_everywhere(uint64_t fingerprint) override;
   bool can_give_up() const override { return !leaders_ || leaders_->can_give_up(); }
+  void abort(const std::string& why) override {
+    local_->abort(why);
+    if (leaders_) leaders_->abort(why);
+  }
 
  private:
   bool is_leader() const { return places_[rank_].local == 0; }

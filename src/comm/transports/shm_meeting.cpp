@@ -123,9 +123,24 @@ bool ShmMeeting::everyone_at(uint64_t phase) const {
   return true;
 }
 
+void ShmMeeting::abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    aborted_why_ = why;
+  }
+  aborted_ = true;
+  // Wakes the sleepers of every rank: the others find nothing changed and sleep again.
+  bell_->rings.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(&bell_->rings);
+}
+
 void ShmMeeting::sleep_until_everyone_at(uint64_t phase, Clock::time_point deadline) {
   auto next_check = Clock::now() + kCheckLivenessEvery;
   while (true) {
+    if (aborted_) {
+      std::lock_guard<std::mutex> lock(abort_mutex_);
+      throw std::runtime_error(aborted_why_);
+    }
     const uint32_t rings = bell_->rings.load(std::memory_order_seq_cst);
     bell_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const bool arrived = everyone_at(phase);

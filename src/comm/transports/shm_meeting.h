@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ class ShmMeeting {
   /// every rank has. Throws CallsDiffer when their tags differ, and Error naming the ranks
   /// that died or did not come by the call's `deadline`.
   void meet(uint64_t phase, uint32_t tag, Deadline& deadline);
+  /// From another thread: this rank's wait now, and every later one that has to wait,
+  /// throws `why`. The others are not told (their own abort, or their deadline, ends theirs).
+  void abort(const std::string& why);
 
  private:
   struct alignas(64) Seat {
@@ -92,6 +96,9 @@ class ShmMeeting {
   int size_;
   std::vector<int> group_ranks_;
   Absence absence_;
+  std::mutex abort_mutex_;
+  std::string aborted_why_;  // under abort_mutex_
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace lockstep

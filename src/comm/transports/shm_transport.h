@@ -45,6 +45,7 @@ class ShmTransport : public HostTransport {
   /// A tensor in a segment every local rank maps, rank r's in part r: all_reduce on it
   /// reads and writes the other ranks' tensors directly, with no copies through the slots.
   at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t tag) override;
+  void abort(const std::string& why) override { meeting_.abort(why); }
 
  private:
   struct SharedBlock {

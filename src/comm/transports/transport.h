@@ -68,6 +68,11 @@ class HostTransport : public Transport {
   /// ends the process when one outlives the timeout, rather than hang forever.
   virtual bool can_give_up() const { return true; }
 
+  /// Makes the call running now, from another thread, and every later call fail with `why`:
+  /// live recovery's way out of a collective that waits on a member known to be gone (a
+  /// host cut off, whose connections never close). The default does nothing.
+  virtual void abort(const std::string& /*why*/) {}
+
   /// A richer error than "rank R: call failed: what()" for a failed call of this transport,
   /// where the ranks can still learn what the others did (report_failures_through: gloo's
   /// store); null for the default wording.

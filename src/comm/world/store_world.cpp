@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -24,6 +25,7 @@
 
 #include "comm/transports/gloo_compat.h"
 #include "comm/transports/gloo_transport.h"
+#include "job/process_sockets.h"
 #include "job/heartbeat.h"
 #include "job/job_identity.h"
 #include "job/quiet_c10d.h"
@@ -102,7 +104,7 @@ StorePtr open_tcp_store(const WorldSpec& spec) {
   c10::intrusive_ptr<c10d::Store> store;
   try {
     QuietC10dLogs quiet;
-    store = c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options);
+    store = with_bounded_silence([&] { return c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options); });
   } catch (const std::exception& e) {
     // Another process may take the port between check_port_free and this bind, and c10d's
     // store binds every interface with no way to hand it a bound socket, so that race
@@ -297,15 +299,22 @@ class StoreWorld : public World {
     auto store = gloo_compat::prefix_store(name, store_);
     auto context = std::make_shared<gloo::rendezvous::Context>(me, static_cast<int>(ranks.size()));
     context->setTimeout(spec().timeout);
+    // The sockets gloo opens to connect are those of the process after, not before.
+    // lockstep's other threads make their connections when they start, not meanwhile; one a
+    // user's thread (or an HTTP data fetch) opens in these moments would be shut down with
+    // them by an abort, after which the group has failed anyway.
+    std::set<ino_t> opened;
     try {
       if (!device_) device_ = gloo::transport::tcp::CreateDevice(device_attr(spec()));
+      const std::set<ino_t> before = process_sockets();
       gloo_compat::connect_full_mesh(*context, store, device_);
+      opened = opened_since(before);
     } catch (const std::exception& e) {
       throw Error("lockstep: rank " + std::to_string(spec().rank) + " could not connect to the other ranks through " +
                   store_name(spec()) + ": " + e.what());
     }
     // The prefix store refers to store_, which this world keeps alive.
-    return std::make_unique<GlooTransport>(context, store, spec().timeout, ranks);
+    return std::make_unique<GlooTransport>(context, store, spec().timeout, ranks, std::move(opened));
   }
 
  private:
