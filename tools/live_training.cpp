@@ -103,7 +103,7 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
   WorkerModel worker = make_worker_model(job, d);
   std::optional<train::TrainingPosition> reached;  // this member's state, when it holds one
   elastic::KeptPartitions kept;                    // with a sharded optimizer, its partitions'
-  bool regrouped = membership.replacement();       // a replacement is healed before it trains
+  bool regrouped = membership.joiner();            // a replacement is healed before it trains
   std::string why;
   double regroup_seconds = 0;
   for (;;) {

@@ -21,7 +21,7 @@ void add_run_command(CLI::App& app, Action& chosen) {
       run->add_option("-n,--nproc-per-node", options->nproc_per_node,
                       "Workers on this node (in a PyTorchJob pod: PET_NPROC_PER_NODE); MIN:MAX starts MAX and "
                       "trains on while MIN are left (--recovery live)")
-          ->transform([options](std::string text) { return launch::take_min_workers(text, options->min_nproc); });
+          ->transform([options](std::string text) { return launch::take_min("-n", text, options->min_nproc); });
   run->add_option("--backend", options->backend,
                   "The host backend: gloo or mpi (mpi hands the job to mpirun); nccl means --device-backend nccl");
   run->add_option("--device-backend", options->device_backend,
@@ -32,7 +32,11 @@ void add_run_command(CLI::App& app, Action& chosen) {
                   "there are too few); none: workers keep the launcher's CPUs (default: none where a GPU is "
                   "visible, else core when there are enough cores)")
       ->check(CLI::IsMember({"core", "none"}));
-  run->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
+  run->add_option("--nnodes", options->nnodes,
+                  "Nodes in the job; MIN:MAX starts once MIN came, admits the others as they "
+                  "come and trains on while MIN nodes' workers are left (--recovery live)")
+      ->transform([options](std::string text) { return launch::take_min("--nnodes", text, options->min_nnodes); })
+      ->capture_default_str();
   run->add_option("--node-rank", options->node_rank, "This node's index in [0, nnodes)")->capture_default_str();
   run->add_option("--master-addr", options->master_addr, "Store address (default 127.0.0.1 on one node)");
   run->add_option("--master-port", options->master_port, "Store port (default: a free one, one node only)");
@@ -54,8 +58,6 @@ void add_run_command(CLI::App& app, Action& chosen) {
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
   run->callback([&chosen, options, nproc, recovery, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds] {
-    // -n MIN:MAX trains on with fewer workers than it started: live recovery, unless refused.
-    if (options->min_nproc > 0 && recovery->count() == 0) options->recovery = "live";
     auto milliseconds = [](double seconds) {
       return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
     };
@@ -63,10 +65,14 @@ void add_run_command(CLI::App& app, Action& chosen) {
     options->rdzv_timeout = milliseconds(*rdzv_seconds);
     options->heartbeat_timeout = milliseconds(*heartbeat_seconds);
     const bool nproc_given = nproc->count() > 0;
-    chosen = [options, nproc_given] {
+    const bool recovery_given = recovery->count() > 0;
+    chosen = [options, nproc_given, recovery_given] {
       const auto env = process_environment();
       const std::string note = launch::take_node_from_cluster(*options, nproc_given, env);
       if (!note.empty()) std::cerr << "lockstep run: " << note << "\n";
+      // A range of workers or nodes trains on with fewer than it started: live recovery,
+      // unless refused.
+      if ((options->min_nproc > 0 || options->min_nnodes > 0) && !recovery_given) options->recovery = "live";
       if (!nproc_given && !env("PET_NPROC_PER_NODE")) {
         throw ConfigError("-n is required: the workers to start on this node");
       }

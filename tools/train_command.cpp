@@ -92,6 +92,9 @@ int launch_workers(TrainJob job) {
       launch::take_node_from_cluster(options, job.workers_option->count() > 0, process_environment());
   if (!note.empty()) std::cerr << "lockstep train: " << note << "\n";
   job.workers = options.nproc_per_node * options.nnodes;  // what each worker checks its world against
+  // A PyTorchJob's elastic range (PET_NNODES=MIN:MAX) trains on with the nodes left: live
+  // recovery, as -n MIN:MAX, unless refused.
+  if (options.min_nnodes > 0 && job.recovery_option->count() == 0) job.recovery = "live";
   const std::vector<std::string> arguments = job.as_arguments();
   options.max_restarts = job.max_restarts;
   options.recovery = job.recovery;

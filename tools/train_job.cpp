@@ -61,7 +61,7 @@ void TrainJob::add_options(CLI::App& command) {
       flags
           .option("-n,--workers", &TrainJob::workers,
                   "Workers on this machine; MIN:MAX starts MAX and trains on while MIN are left (--recovery live)")
-          ->transform([this](std::string text) { return launch::take_min_workers(text, min_workers); })
+          ->transform([this](std::string text) { return launch::take_min("-n", text, min_workers); })
           ->capture_default_str();
   mode_option =
       flags.option("--mode", &TrainJob::mode, "threads (replicas in one process) or processes (one per worker)")
@@ -230,10 +230,10 @@ void TrainJob::check_model() const {
 }
 
 void TrainJob::check_out() const {
-  // A worker started again by live recovery joins the run whose checkpoints these are.
-  const char* incarnation = std::getenv("LOCKSTEP_INCARNATION");
-  const bool started_again = incarnation != nullptr && std::string(incarnation) != "0";
-  if (out.empty() || resume || started_again) return;
+  // A worker that joins a live job in progress (started again, or its node came later) joins
+  // the run whose checkpoints these are.
+  const char* joins = std::getenv("LOCKSTEP_JOINS");
+  if (out.empty() || resume || (joins != nullptr && std::string(joins) == "1")) return;
   const bool taken = s3::is_s3_url(out) ? !train::CheckpointFolder(checkpoint_folder(), 1).latest().empty()
                                         : fs::exists(fs::path(out) / "checkpoints");
   if (taken) {
@@ -393,11 +393,12 @@ int report_fit(const TrainJob& job, const JobData& d, const train::FitResult& re
 int run_train_job(const TrainJob& job) {
   report_timing("started");
   const auto membership = elastic::Membership::from_environment();
-  if (membership && membership->replacement()) {
-    // Started again by its launcher while the others train on: it joins them at a step's end.
+  if (membership && membership->joiner()) {
+    // Started again by its launcher, or on a node that came later, while the others train on:
+    // it joins them at a step's end.
     const JobData data = open_job_data(job);
     if (!membership->wait_for_admission()) {
-      std::cout << "lockstep: worker " << membership->me().id << ", started again, found the job done" << std::endl;
+      std::cout << "lockstep: worker " << membership->me().id << " came to join, and found the job done" << std::endl;
       return 0;
     }
     detail::regroup(membership->me().id, membership->rank(), static_cast<int>(membership->members().size()),
@@ -410,7 +411,9 @@ int run_train_job(const TrainJob& job) {
   report_timing("joined");
   const std::string hosts = ranks_on_hosts();
   if (!hosts.empty() && lockstep::rank() == 0) std::cout << hosts << std::endl;
-  if (job.workers_option != nullptr && job.workers_option->count() > 0 && job.workers != lockstep::world_size()) {
+  // Under live recovery the first generation may hold fewer (--nnodes MIN:MAX).
+  if (!membership && job.workers_option != nullptr && job.workers_option->count() > 0 &&
+      job.workers != lockstep::world_size()) {
     throw ConfigError("-n " + std::to_string(job.workers) + " does not match this launch's world size " +
                       std::to_string(lockstep::world_size()) + "; leave -n out inside mpirun or torchrun");
   }

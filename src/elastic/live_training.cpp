@@ -43,8 +43,9 @@ LiveTraining::LiveTraining(std::shared_ptr<torch::nn::Module> module, torch::opt
         "none yet; under live recovery give LiveTraining an unsharded optimizer (lockstep train --zero 1 "
         "--recovery live heals sharded state)");
   }
-  if (live() && membership_->replacement()) {
-    // Started again by its launcher while the others train on: it joins them at a step's end.
+  if (live() && membership_->joiner()) {
+    // Started again by its launcher, or on a node that came later, while the others train on:
+    // it joins them at a step's end.
     if (!membership_->wait_for_admission()) {
       done_ = true;
       return;

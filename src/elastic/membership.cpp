@@ -63,8 +63,10 @@ std::unique_ptr<Membership> Membership::from_environment() {
     throw ConfigError("lockstep: LOCKSTEP_RECOVERY=live needs the store of `lockstep run` (MASTER_ADDR, MASTER_PORT)");
   }
   const char* min = std::getenv("LOCKSTEP_MIN_WORKERS");
+  const char* max = std::getenv("LOCKSTEP_MAX_WORKERS");
   return std::make_unique<Membership>(spec.master_addr, spec.master_port, spec.restart_count,
-                                      Member{spec.member_id, spec.incarnation}, spec.world_size, spec.timeout,
+                                      Member{spec.member_id, spec.incarnation},
+                                      max != nullptr ? std::atoi(max) : spec.world_size, spec.timeout,
                                       min != nullptr ? std::max(1, std::atoi(min)) : 1);
 }
 
@@ -80,7 +82,12 @@ Membership::Membership(std::string store_host, int store_port, int attempt, Memb
   const auto connect = [&] { return std::make_unique<c10d::TCPStore>(store_host, options); };
   store_ = with_bounded_silence(connect);
   watch_store_ = with_bounded_silence(connect);
-  for (int id = 0; id < launched_world_size; ++id) members_.push_back({id, 0});
+  if (store_->check({members_key(attempt, 0)})) {
+    members_ = parse_members(text_of(store_->get(members_key(attempt, 0))));
+  } else {
+    for (int id = 0; id < launched_world_size; ++id) members_.push_back({id, 0});
+  }
+  joiner_ = std::find(members_.begin(), members_.end(), me_) == members_.end();
   watched_members_ = members_;
   watching_ = rank() == 0;
   watcher_ = std::thread([this] { watch(); });
@@ -154,7 +161,7 @@ bool Membership::wait_for_admission() {
     }
     if (has("finished")) return false;
     if (Clock::now() >= deadline) {
-      throw TimeoutError("lockstep: worker " + std::to_string(me_.id) + ", started again, was not admitted within " +
+      throw TimeoutError("lockstep: worker " + std::to_string(me_.id) + ", come to join, was not admitted within " +
                          seconds(timeout_) + " (LOCKSTEP_TIMEOUT): do the others still train?");
     }
     pause();

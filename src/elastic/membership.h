@@ -32,7 +32,9 @@ namespace lockstep::elastic {
 class Membership {
  public:
   /// This worker's, when its launcher asks for live recovery (LOCKSTEP_RECOVERY=live);
-  /// nullopt otherwise.
+  /// nullopt otherwise. `launched_world_size` counts every worker launched, or to be
+  /// (LOCKSTEP_MAX_WORKERS); the first generation holds them all, or those the launchers
+  /// started the job with (--nnodes MIN:MAX: its record in the store).
   static std::unique_ptr<Membership> from_environment();
   Membership(std::string store_host, int store_port, int attempt, Member me, int launched_world_size,
              std::chrono::milliseconds timeout, int min_members = 1);
@@ -45,8 +47,9 @@ class Membership {
   int min_members() const { return min_members_; }
   /// The workers as launched that are in no generation now, as "worker 1" or "workers 1, 2".
   std::string missing() const;
-  /// Started again by its launcher (incarnation > 0): it joins a generation in progress.
-  bool replacement() const { return me_.incarnation > 0; }
+  /// Not in the first generation: started again by its launcher, or on a node that came
+  /// after the job started (--nnodes MIN:MAX). It joins a generation in progress.
+  bool joiner() const { return joiner_; }
   int generation() const { return generation_; }
   /// The current generation's members, in rank order.
   const std::vector<Member>& members() const { return members_; }
@@ -84,6 +87,7 @@ class Membership {
   std::unique_ptr<c10d::TCPStore> watch_store_;  // the joiner watch's own connection
   int attempt_;
   Member me_;
+  bool joiner_ = false;
   int launched_world_size_;
   int min_members_;
   std::chrono::milliseconds timeout_;

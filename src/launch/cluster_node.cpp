@@ -44,15 +44,15 @@ void take_node_from_slurm(LaunchOptions& options, const SlurmStep& step, const E
 }
 
 // The training operator's variables. PET_NNODES is "N", or "MIN:MAX" under an elastic policy,
-// whose pods may come and go: lockstep's jobs have a fixed size, so only MIN = MAX is taken.
+// whose pods may come and go: as --nnodes MIN:MAX (live recovery).
 std::string take_node_from_pod(LaunchOptions& options, bool nproc_given, const EnvLookup& env) {
   const std::string nnodes_text = env("PET_NNODES").value_or("1");
   const size_t colon = nnodes_text.find(':');
-  int nnodes = read_count("PET_NNODES", nnodes_text.substr(0, colon));
-  if (colon != std::string::npos && read_count("PET_NNODES", nnodes_text.substr(colon + 1)) != nnodes) {
-    throw ConfigError("PET_NNODES='" + nnodes_text +
-                      "' is an elastic range, but a lockstep job has a fixed number of "
-                      "nodes; give the PyTorchJob minReplicas equal to maxReplicas");
+  const int nnodes = read_count("PET_NNODES", nnodes_text.substr(colon == std::string::npos ? 0 : colon + 1));
+  if (colon != std::string::npos) {
+    const int min = read_count("PET_NNODES", nnodes_text.substr(0, colon));
+    if (min > nnodes) throw ConfigError("PET_NNODES='" + nnodes_text + "': MIN must not exceed MAX");
+    options.min_nnodes = min < nnodes ? min : 0;  // MIN = MAX: a job of fixed size
   }
   if (!nproc_given) options.nproc_per_node = read_count("PET_NPROC_PER_NODE", *env("PET_NPROC_PER_NODE"));
   options.nnodes = nnodes;

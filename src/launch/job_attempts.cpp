@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "job/elastic_keys.h"
 #include "job/job_identity.h"
 #include "job/store_values.h"
 #include "launch/store_client.h"
@@ -202,7 +204,8 @@ int JobAttempts::join(int attempt) {
       throw ConfigError("--node-rank " + std::to_string(options_.node_rank) + " is already taken by " +
                         describe(options_.node_rank, holder) + "; give every node its own --node-rank");
     }
-    return join(after_lost_launcher(attempt, holder.host));
+    // Live recovery went on without that launcher's workers: this one's join the others.
+    if (options_.recovery != "live") return join(after_lost_launcher(attempt, holder.host));
   }
   store_->set(mine, bytes_of(std::to_string(options_.nnodes) + " " + std::to_string(options_.nproc_per_node) + " " +
                              this_host() + " " + this_launcher()));
@@ -216,7 +219,7 @@ int JobAttempts::join(int attempt) {
       seen[node] = true;
       --missing;
     }
-    if (missing == 0) break;
+    if (starts_without_the_rest(attempt, seen) || missing == 0) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       std::string nodes;
       for (int node = 0; node < options_.nnodes; ++node) {
@@ -230,6 +233,35 @@ int JobAttempts::join(int attempt) {
     std::this_thread::sleep_for(kPollEvery);
   }
   return attempt;
+}
+
+bool JobAttempts::starts_without_the_rest(int attempt, const std::vector<bool>& seen) {
+  if (options_.min_nnodes == 0) return false;
+  const std::string first = elastic::members_key(attempt, 0);
+  if (store_->check({first})) return true;  // it started: this node's workers join it
+  if (options_.node_rank != 0 || std::count(seen.begin(), seen.end(), true) < options_.min_nnodes) return false;
+  std::string members;
+  for (int node = 0; node < options_.nnodes; ++node) {
+    if (!seen[node]) continue;
+    for (int local = 0; local < options_.nproc_per_node; ++local) {
+      const elastic::Member member{node * options_.nproc_per_node + local, 0};
+      members += (members.empty() ? "" : " ") + elastic::member_name(member);
+    }
+  }
+  store_->set(first, bytes_of(members));
+  return true;
+}
+
+std::vector<int> JobAttempts::first_members(int attempt) {
+  std::vector<int> ranks;
+  if (options_.min_nnodes == 0) {
+    for (int rank = 0; rank < options_.nnodes * options_.nproc_per_node; ++rank) ranks.push_back(rank);
+    return ranks;
+  }
+  const std::string first = elastic::members_key(attempt, 0);
+  store_->wait({first}, options_.rdzv_timeout);
+  for (const elastic::Member& member : elastic::parse_members(text_of(store_->get(first)))) ranks.push_back(member.id);
+  return ranks;
 }
 
 bool JobAttempts::beating(const std::string& launcher) {
@@ -263,19 +295,20 @@ void JobAttempts::fail(int attempt, const std::string& cause) {
 }
 
 std::optional<std::string> JobAttempts::silent_node(int attempt, std::chrono::milliseconds timeout) {
-  const std::vector<int> silent = silent_nodes(timeout);
+  const std::vector<int> silent = silent_nodes(attempt, timeout);
   if (silent.empty()) return std::nullopt;
   beats_.clear();
   return stopped_answering(attempt, silent.front(), timeout) + ": its launcher is gone or cut off from node 0";
 }
 
-std::vector<int> JobAttempts::silent_nodes(std::chrono::milliseconds timeout) {
+std::vector<int> JobAttempts::silent_nodes(int attempt, std::chrono::milliseconds timeout) {
   return use_store([&](c10d::TCPStore& store) {
     const auto now = std::chrono::steady_clock::now();
     if (beats_.size() != static_cast<size_t>(options_.nnodes)) beats_.assign(options_.nnodes, Beats{-1, now});
     std::vector<int> silent;
     for (int node = 0; node < options_.nnodes; ++node) {
       if (node == options_.node_rank || store.check({ended_key(node)})) continue;
+      if (!store.check({node_key(attempt, node)})) continue;  // not come yet (--nnodes MIN:MAX)
       const int64_t count = store.add(beats_key(node), 0);
       if (count != beats_[node].count) {
         beats_[node] = {count, now};

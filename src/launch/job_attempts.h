@@ -38,7 +38,14 @@ class JobAttempts {
   /// one --node-rank, or different --nnodes or -n (ConfigError). Nodes that never come are
   /// named (TimeoutError). Where this node's launcher before this one took `attempt` and is
   /// gone, `attempt` fails (its workers are gone too) and this launcher joins the next.
+  /// Under live recovery a node's launcher started again joins the attempt in progress (its
+  /// workers join the others), and with --nnodes MIN:MAX the attempt starts once MIN nodes
+  /// came: node 0's launcher records the first generation (the members of the nodes there),
+  /// and a node that comes later joins it.
   int join(int attempt);
+  /// Live recovery's first generation of `attempt`, as launched ranks: every rank, or with
+  /// --nnodes MIN:MAX those of the nodes that started it (waiting for node 0's record).
+  std::vector<int> first_members(int attempt);
 
   /// Tells the other nodes that `attempt` failed because of `cause` (the first report counts).
   void fail(int attempt, const std::string& cause);
@@ -50,7 +57,7 @@ class JobAttempts {
   std::optional<std::string> silent_node(int attempt, std::chrono::milliseconds timeout);
   /// Every node silent so, for live recovery, which goes on without them; each call after
   /// the first names a node again while it stays silent.
-  std::vector<int> silent_nodes(std::chrono::milliseconds timeout);
+  std::vector<int> silent_nodes(int attempt, std::chrono::milliseconds timeout);
   /// "node 1 (on host-b) stopped answering for 3 s".
   std::string stopped_answering(int attempt, int node, std::chrono::milliseconds timeout);
   /// The nodes whose launchers do not beat over the next `wait` and did not end on their own:
@@ -62,6 +69,8 @@ class JobAttempts {
   /// Whether `launcher` (a NodeRecord's) still beats.
   bool beating(const std::string& launcher);
   int after_lost_launcher(int attempt, const std::string& its_host);
+  /// --nnodes MIN:MAX: whether `attempt` starts, or started, without the nodes not `seen`.
+  bool starts_without_the_rest(int attempt, const std::vector<bool>& seen);
   /// Runs `use` on the store (what lambdas below take as `store`).
   template <typename Use>
   auto use_store(Use use) {

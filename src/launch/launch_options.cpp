@@ -6,7 +6,7 @@
 
 namespace lockstep::launch {
 
-std::string take_min_workers(const std::string& text, int& min) {
+std::string take_min(const std::string& flag, const std::string& text, int& min) {
   const size_t colon = text.find(':');
   if (colon == std::string::npos) return text;
   const std::string given = text.substr(0, colon);
@@ -18,7 +18,7 @@ std::string take_min_workers(const std::string& text, int& min) {
     used = 0;
   }
   if (used == 0 || used != given.size() || value < 1) {
-    throw ConfigError("-n " + text + ": MIN in MIN:MAX must be a count of at least 1");
+    throw ConfigError(flag + " " + text + ": MIN in MIN:MAX must be a count of at least 1");
   }
   min = value;
   return text.substr(colon + 1);
@@ -59,6 +59,16 @@ void validate(const LaunchOptions& options) {
   if (options.min_nproc > options.nproc_per_node) {
     throw ConfigError("-n " + std::to_string(options.min_nproc) + ":" + std::to_string(options.nproc_per_node) +
                       ": MIN must not exceed MAX");
+  }
+  if (options.min_nnodes > options.nnodes) {
+    throw ConfigError("--nnodes " + std::to_string(options.min_nnodes) + ":" + std::to_string(options.nnodes) +
+                      ": MIN must not exceed MAX");
+  }
+  if (options.min_nnodes > 0 && options.recovery != "live") {
+    throw ConfigError(
+        "--nnodes MIN:MAX starts with the nodes that came and admits the others later, as --recovery live does; "
+        "leave out --recovery " +
+        options.recovery);
   }
   if (options.min_nproc > 0 && options.recovery != "live") {
     throw ConfigError(

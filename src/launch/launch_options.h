@@ -34,6 +34,10 @@ struct LaunchOptions {
   /// `-n MIN:MAX`'s MIN: live recovery trains on while at least this many workers are left
   /// (LOCKSTEP_MIN_WORKERS), and below it they save a checkpoint and exit 75; 0: one.
   int min_nproc = 0;
+  /// `--nnodes MIN:MAX`'s MIN (PET_NNODES=MIN:MAX): the job starts once MIN nodes came, with
+  /// the nodes there, and the others join it when they come (nnodes is MAX); below MIN
+  /// nodes' workers it ends as below -n's MIN. 0: every node starts the job.
+  int min_nnodes = 0;
   /// How long launchers wait for the other nodes to start.
   std::chrono::milliseconds rdzv_timeout = std::chrono::seconds(300);
   /// A worker whose heartbeats (sent by lockstep's init()) stop for this long is hung.
@@ -47,9 +51,9 @@ struct LaunchOptions {
   std::vector<std::string> command;
 };
 
-/// `-n`'s text without a MIN: "2:3" gives "3" and sets `min` to 2; "3" is returned as it
-/// is. ConfigError naming the text when MIN is not a count.
-std::string take_min_workers(const std::string& text, int& min);
+/// The text of `flag` (-n, --nnodes) without a MIN: "2:3" gives "3" and sets `min` to 2;
+/// "3" is returned as it is. ConfigError naming the text when MIN is not a count.
+std::string take_min(const std::string& flag, const std::string& text, int& min);
 
 /// Throws lockstep::ConfigError naming the option to fix when `options` cannot be launched.
 void validate(const LaunchOptions& options);

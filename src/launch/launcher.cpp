@@ -87,6 +87,10 @@ class Launcher {
         last_failure = attempts_->failed_elsewhere(attempt - 1).value_or("");  // what its workers are told
       }
       WorkerGroup workers(options_.stop_timeout, terminal_);
+      const bool live = options_.recovery == "live";
+      if (live) {
+        ended_store_ = connect_store_client(master_addr_of(options_), store_port_, std::chrono::seconds(10));
+      }
       start_workers(workers, attempt, last_failure);
       if (options_.recovery == "live") recover_live(workers, attempt);
       const int status = supervise(workers, attempt);
@@ -112,14 +116,26 @@ class Launcher {
 
  private:
   void start_workers(WorkerGroup& workers, int attempt, const std::string& last_failure) {
+    const bool live = options_.recovery == "live";
+    const std::vector<int> first = live ? attempts_->first_members(attempt) : std::vector<int>();
     for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
       WorkerRanks place{ranks_[local_rank], local_rank};
       try {
-        workers.add(place.rank, spawn_worker(options_.command,
-                                             worker_environment(inherited_, options_, place, store_port_, attempt,
-                                                                terminal_, last_failure),
-                                             binding_.cpus.empty() ? -1 : binding_.cpus[local_rank]));
-      } catch (const Error& error) {
+        if (live) {
+          place.incarnation = next_incarnation(attempt, place.rank);
+          const auto at = std::find(first.begin(), first.end(), place.rank);
+          place.joins = at == first.end() || place.incarnation > 0;
+          if (options_.min_nnodes > 0 && !place.joins) {
+            place.first_generation = {static_cast<int>(at - first.begin()), static_cast<int>(first.size())};
+          }
+        }
+        workers.add(
+            place.rank,
+            spawn_worker(options_.command,
+                         worker_environment(inherited_, options_, place, store_port_, attempt, terminal_, last_failure),
+                         binding_.cpus.empty() ? -1 : binding_.cpus[local_rank]),
+            place.incarnation);
+      } catch (const std::exception& error) {  // the store's errors too
         workers.abandon(kCannotRunStatus, "rank " + std::to_string(place.rank) + ": " + error.what());
         break;
       }
@@ -129,7 +145,6 @@ class Launcher {
   // A worker that ends is marked so in the store (the evidence the others regroup on); one
   // that failed is started again while restarts are left, and rejoins them.
   void recover_live(WorkerGroup& workers, int attempt) {
-    ended_store_ = connect_store_client(master_addr_of(options_), store_port_, std::chrono::seconds(10));
     WorkerGroup::LiveRecovery live;
     live.ended = [this, attempt](int rank, int incarnation) {
       if (store_lost_) return;  // the others went on without this node's workers
@@ -139,15 +154,24 @@ class Launcher {
         report("cannot tell the others that rank " + std::to_string(rank) + " ended: " + e.what());
       }
     };
-    live.replace = [this, attempt](int rank, int incarnation) -> std::optional<WorkerProcess> {
+    live.replace = [this, attempt](int rank) -> std::optional<WorkerGroup::Started> {
       if (restarts_used_ >= options_.max_restarts || store_lost_) return std::nullopt;  // it could not join
       ++restarts_used_;
-      WorkerRanks place{rank, rank - ranks_.front(), incarnation};
-      return spawn_worker(options_.command,
-                          worker_environment(inherited_, options_, place, store_port_, attempt, terminal_, ""),
-                          binding_.cpus.empty() ? -1 : binding_.cpus[place.local_rank]);
+      WorkerRanks place{rank, rank - ranks_.front(), next_incarnation(attempt, rank)};
+      place.joins = true;
+      return WorkerGroup::Started{
+          spawn_worker(options_.command,
+                       worker_environment(inherited_, options_, place, store_port_, attempt, terminal_, ""),
+                       binding_.cpus.empty() ? -1 : binding_.cpus[place.local_rank]),
+          place.incarnation};
     };
     workers.recover_live(std::move(live));
+  }
+
+  // Each start of a worker under live recovery is a new member: 0, 1, ... for its rank,
+  // counted in the store, so that a node's launcher started again does not reuse one.
+  int next_incarnation(int attempt, int rank) {
+    return static_cast<int>(ended_store_->add(elastic::elastic_key(attempt, "starts/" + std::to_string(rank)), 1) - 1);
   }
 
   void mark_ended(int attempt, const elastic::Member& member) {
@@ -162,7 +186,7 @@ class Launcher {
   // have, so that the others' collectives waiting on them are aborted and the others regroup.
   // Again at each poll while it stays silent: a generation may form meanwhile.
   void end_workers_of_silent_nodes(int attempt) {
-    const std::vector<int> silent = attempts_->silent_nodes(options_.heartbeat_timeout);
+    const std::vector<int> silent = attempts_->silent_nodes(attempt, options_.heartbeat_timeout);
     for (int node : silent) {
       if (std::find(silent_before_.begin(), silent_before_.end(), node) == silent_before_.end()) {
         report(attempts_->stopped_answering(attempt, node, options_.heartbeat_timeout) +

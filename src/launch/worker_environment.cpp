@@ -23,14 +23,22 @@ bool contradicts_worker_place(const std::string& entry) {
   return starts_with(entry, "OMPI_COMM_WORLD_");
 }
 
+// Live recovery's fewest workers: -n's MIN on each of --nnodes' MIN nodes; one by default.
+int min_workers(const LaunchOptions& options) {
+  if (options.min_nnodes == 0) return std::max(1, options.min_nproc);
+  return options.min_nnodes * (options.min_nproc > 0 ? options.min_nproc : options.nproc_per_node);
+}
+
 }  // namespace
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& inherited, const LaunchOptions& options,
                                             const WorkerRanks& place, int store_port, int restart_count,
                                             bool stdout_is_terminal, const std::string& restart_reason) {
+  const int launched = options.nproc_per_node * options.nnodes;
+  const auto [rank, world_size] = place.first_generation.value_or(std::make_pair(place.rank, launched));
   std::vector<std::pair<std::string, std::string>> assigned = {
-      {"RANK", std::to_string(place.rank)},
-      {"WORLD_SIZE", std::to_string(options.nproc_per_node * options.nnodes)},
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(world_size)},
       {"LOCAL_RANK", std::to_string(place.local_rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
@@ -45,7 +53,10 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& inhe
       {"LOCKSTEP_TERMINAL", stdout_is_terminal ? "1" : "0"},
       {"LOCKSTEP_RECOVERY", options.recovery},
       {"LOCKSTEP_INCARNATION", std::to_string(place.incarnation)},
-      {"LOCKSTEP_MIN_WORKERS", std::to_string(std::max(1, options.min_nproc))},
+      {"LOCKSTEP_MEMBER_ID", std::to_string(place.rank)},
+      {"LOCKSTEP_JOINS", place.joins ? "1" : "0"},
+      {"LOCKSTEP_MIN_WORKERS", std::to_string(min_workers(options))},
+      {"LOCKSTEP_MAX_WORKERS", std::to_string(launched)},
   };
   // Why the attempt before this one ended (a timeline marks the restart with it).
   if (restart_count > 0) assigned.emplace_back("LOCKSTEP_RESTART_REASON", restart_reason);

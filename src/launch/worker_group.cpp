@@ -93,7 +93,12 @@ void WorkerGroup::report(const std::string& line) {
   terminal_.write_line(STDERR_FILENO, "lockstep run: " + line + "\n");
 }
 
-void WorkerGroup::watch(std::unique_ptr<HeartbeatMonitor> heartbeats) { heartbeats_ = std::move(heartbeats); }
+void WorkerGroup::watch(std::unique_ptr<HeartbeatMonitor> heartbeats) {
+  heartbeats_ = std::move(heartbeats);
+  for (const Worker& worker : workers_) {
+    if (worker.incarnation != 0) heartbeats_->restarted(worker.rank, worker.incarnation);  // a node's launcher again
+  }
+}
 
 void WorkerGroup::recover_live(LiveRecovery live) { live_ = std::move(live); }
 
@@ -230,22 +235,22 @@ bool WorkerGroup::go_on_without(Worker& worker, int wait_status) {
                    : " exited with status " + std::to_string(status)) +
          "; the others go on without it");
   last_failure_status_ = status;
-  to_replace_.emplace_back(worker.rank, worker.incarnation + 1);
+  to_replace_.push_back(worker.rank);
   return true;
 }
 
 void WorkerGroup::start_replacements() {
-  for (const auto& [rank, incarnation] : to_replace_) {
-    std::optional<WorkerProcess> process;
+  for (int rank : to_replace_) {
+    std::optional<Started> started;
     try {
-      process = live_->replace(rank, incarnation);
-    } catch (const Error& error) {
+      started = live_->replace(rank);
+    } catch (const std::exception& error) {  // the store's errors too
       report("cannot start rank " + std::to_string(rank) + " again: " + error.what());
     }
-    if (!process) continue;
-    add(rank, *process, incarnation);
-    if (heartbeats_) heartbeats_->restarted(rank, incarnation);
-    report("started rank " + std::to_string(rank) + " again (pid " + std::to_string(process->pid) +
+    if (!started) continue;
+    add(rank, started->process, started->incarnation);
+    if (heartbeats_) heartbeats_->restarted(rank, started->incarnation);
+    report("started rank " + std::to_string(rank) + " again (pid " + std::to_string(started->process.pid) +
            ") to rejoin the others");
   }
   to_replace_.clear();

@@ -37,9 +37,13 @@ class WorkerGroup {
   /// the others, and is started again through `replace` while it gives a process (the
   /// restarts left); one that hangs is ended with SIGKILL, alone. The job's status is then
   /// 0 when a worker completed, else the last failure's.
+  struct Started {
+    WorkerProcess process;
+    int incarnation;
+  };
   struct LiveRecovery {
     std::function<void(int rank, int incarnation)> ended;
-    std::function<std::optional<WorkerProcess>(int rank, int incarnation)> replace;
+    std::function<std::optional<Started>(int rank)> replace;
   };
   void recover_live(LiveRecovery live);
 
@@ -106,7 +110,7 @@ class WorkerGroup {
   std::function<std::optional<std::string>()> elsewhere_;
   bool every_worker_saved_its_state_ = true;  // each exited with EX_TEMPFAIL
   std::optional<LiveRecovery> live_;
-  std::vector<std::pair<int, int>> to_replace_;  // (rank, incarnation) of failed workers, in live recovery
+  std::vector<int> to_replace_;  // ranks of failed workers, in live recovery
   bool a_worker_completed_ = false;
   std::optional<int> last_failure_status_;
 };

@@ -74,17 +74,26 @@ TEST(ClusterNode, WorldSizeCountingPodsOrProcessesIsBothFineAndAnythingElseIsSai
             "PET_NPROC_PER_NODE = 4");
 }
 
-TEST(ClusterNode, BadPodVariablesAreNamed) {
+TEST(ClusterNode, AnElasticPodRangeIsANodeRange) {
   Variables variables = second_pod();
   variables["PET_NNODES"] = "1:4";
   LaunchOptions options;
-  EXPECT_EQ(error_of(options, false, variables),
-            "PET_NNODES='1:4' is an elastic range, but a lockstep job has a fixed number of nodes; give the "
-            "PyTorchJob minReplicas equal to maxReplicas");
+  EXPECT_EQ(error_of(options, false, variables), "no error");
+  EXPECT_EQ(options.nnodes, 4);
+  EXPECT_EQ(options.min_nnodes, 1);
   variables["PET_NNODES"] = "2:2";
   options = LaunchOptions();
   EXPECT_EQ(error_of(options, false, variables), "no error");
   EXPECT_EQ(options.nnodes, 2);
+  EXPECT_EQ(options.min_nnodes, 0);  // a job of fixed size
+  variables["PET_NNODES"] = "3:2";
+  options = LaunchOptions();
+  EXPECT_EQ(error_of(options, false, variables), "PET_NNODES='3:2': MIN must not exceed MAX");
+}
+
+TEST(ClusterNode, BadPodVariablesAreNamed) {
+  Variables variables = second_pod();
+  LaunchOptions options;
 
   variables = second_pod();
   variables["PET_NODE_RANK"] = "2";

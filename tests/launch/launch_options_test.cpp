@@ -33,13 +33,13 @@ TEST(LaunchOptions, DefaultsWithACommandAreRunnable) {
 
 TEST(LaunchOptions, AWorkerRangeGivesItsMaxToStartAndItsMinToLiveRecovery) {
   int min = 0;
-  EXPECT_EQ(take_min_workers("3", min), "3");
+  EXPECT_EQ(take_min("-n", "3", min), "3");
   EXPECT_EQ(min, 0);
-  EXPECT_EQ(take_min_workers("2:3", min), "3");
+  EXPECT_EQ(take_min("-n", "2:3", min), "3");
   EXPECT_EQ(min, 2);
   for (const std::string bad : {"0:3", "x:3", ":3", "2.5:3"}) {
     try {
-      take_min_workers(bad, min);
+      take_min("-n", bad, min);
       ADD_FAILURE() << bad << " was taken";
     } catch (const ConfigError& error) {
       EXPECT_EQ(std::string(error.what()), "-n " + bad + ": MIN in MIN:MAX must be a count of at least 1");
@@ -55,6 +55,30 @@ TEST(LaunchOptions, AWorkerRangeGivesItsMaxToStartAndItsMinToLiveRecovery) {
   EXPECT_EQ(rejection_of(options), "<accepted>");
   options.min_nproc = 4;
   EXPECT_EQ(rejection_of(options), "-n 4:3: MIN must not exceed MAX");
+}
+
+TEST(LaunchOptions, ANodeRangeStartsWithMinNodesUnderLiveRecoveryOnly) {
+  int min = 0;
+  EXPECT_EQ(take_min("--nnodes", "1:2", min), "2");
+  EXPECT_EQ(min, 1);
+  try {
+    take_min("--nnodes", "0:2", min);
+    ADD_FAILURE() << "0:2 was taken";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(std::string(error.what()), "--nnodes 0:2: MIN in MIN:MAX must be a count of at least 1");
+  }
+  LaunchOptions options = runnable();
+  options.nnodes = 2;
+  options.min_nnodes = 1;
+  options.master_addr = "10.0.0.1";
+  options.master_port = 29500;
+  EXPECT_EQ(rejection_of(options),
+            "--nnodes MIN:MAX starts with the nodes that came and admits the others later, as --recovery live "
+            "does; leave out --recovery restart");
+  options.recovery = "live";
+  EXPECT_EQ(rejection_of(options), "<accepted>");
+  options.min_nnodes = 3;
+  EXPECT_EQ(rejection_of(options), "--nnodes 3:2: MIN must not exceed MAX");
 }
 
 TEST(LaunchOptions, GpuJobsAreNotPinnedByDefaultAndAskedBindingIsKept) {

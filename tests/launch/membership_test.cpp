@@ -64,7 +64,7 @@ TEST_F(MembershipTest, AReplacementWaitsUntilRankZeroSeesItAndTheMembersAdmitItA
   EXPECT_FALSE(zero->joiner_waiting());
 
   auto replacement = member({1, 1});
-  EXPECT_TRUE(replacement->replacement());
+  EXPECT_TRUE(replacement->joiner());
   auto admitted = std::async(std::launch::async, [&] { return replacement->wait_for_admission(); });
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (!zero->joiner_waiting() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);

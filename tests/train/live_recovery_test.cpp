@@ -19,13 +19,13 @@
 #include "lockstep/train/checkpoint.h"
 #include "optim/optimizer_state_table.h"
 #include "lockstep/train/models.h"
-#include "support/network_hosts.h"
 #include "support/run_output.h"
 #include "support/tool_process.h"
 #include "support/wait_for.h"
 #include "support/world.h"
 #include "trained_steps.h"
 #include "weight_lines.h"
+#include "live_jobs.h"
 #include "worker_processes.h"
 
 namespace lockstep::train {
@@ -35,45 +35,6 @@ using testing::contains;
 using testing::run_process;
 using testing::TemporaryDirectory;
 using testing::wait_for;
-
-// 512 examples in steps of 48 over every worker: the same steps on 3 workers or 2.
-std::vector<std::string> live_job(const std::string& out, std::vector<std::string> extra) {
-  std::vector<std::string> command = {LOCKSTEP_TOOL,         "train", "--limit",     "512", "--val-limit", "256",
-                                      "--global-batch-size", "48",    "--log-every", "1",   "--out",       out,
-                                      "--warmup-steps",      "4",     "--sample-log"};
-  if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "2"});
-  command.insert(command.end(), extra.begin(), extra.end());
-  return command;
-}
-
-// Steps of 50 ms or more (worker 0 is slow), so that a fault lands while the job trains.
-constexpr const char* kSlowSteps = "LOCKSTEP_TEST_SLOW_RANK=0:compute:50";
-
-// The step the first regroup went on after: "... goes on after step 7 (...".
-int64_t went_on_after(const std::string& output) {
-  const std::string marker = "goes on after step ";
-  const auto at = output.find(marker);
-  return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
-}
-
-// The same sequence of memberships without a fault: `before` workers up to `step`, then 2.
-std::string replay(const std::string& out, int64_t step, int before = 3) {
-  const auto first = run_process(
-      live_job(out, {"-n", std::to_string(before), "--mode", "processes", "--stop-after-step", std::to_string(step)}));
-  EXPECT_EQ(first.exit_code, 0) << first.output;
-  const auto second = run_process(live_job(out, {"-n", "2", "--mode", "processes", "--resume"}));
-  EXPECT_EQ(second.exit_code, 0) << second.output;
-  return newest_checkpoint(out);
-}
-
-// What every live run must show at its end: each epoch's samples once, the members alike.
-void expect_every_sample_once_and_members_alike(const testing::ToolProcess& run, const std::string& out) {
-  const auto audit = run_process({LOCKSTEP_TOOL, "data", "audit", out});
-  EXPECT_EQ(audit.exit_code, 0) << audit.output;
-  EXPECT_TRUE(contains(audit.output, "epoch 1: every sample once")) << audit.output;
-  EXPECT_TRUE(contains(audit.output, "epoch 2: every sample once")) << audit.output;
-  EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all")) << run.stdout_text();
-}
 
 TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcesses) {
   TemporaryDirectory dir;
@@ -131,58 +92,6 @@ TEST(LiveRecovery, AStoppedWorkerIsEndedAfterTheHeartbeatTimeoutAndAReplacementR
   EXPECT_TRUE(contains(run.stdout_text(), "the parameters are identical on all 3 members")) << run.stdout_text();
 }
 
-// Two hosts (network namespaces) of two workers, each host with its own launcher; host 1's
-// link is cut mid-training. Its workers' connections never close: host 0's launcher finds
-// host 1's launcher silent for the heartbeat timeout and marks its workers ended, which
-// aborts the collective host 0's workers wait in (not its 60 s timeout); they regroup
-// without host 1 and train the job to its end in the same processes.
-TEST(LiveRecovery, AHostCutOffLeavesTheOtherHostsWorkersTrainingOnInTheSameProcesses) {
-  testing::NetworkHosts hosts;
-  if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
-  TemporaryDirectory dir;
-  const std::string out = dir.path() + "/live";
-  const std::string port = std::to_string(testing::free_port());
-  std::vector<std::unique_ptr<testing::ToolProcess>> nodes;
-  for (int host = 0; host < 2; ++host) {
-    std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "2", "--recovery", "live"};
-    command.insert(command.end(), {"--node-rank", std::to_string(host), "--master-addr", hosts.address(0),
-                                   "--master-port", port, "--heartbeat-timeout", "3", "--"});
-    for (const auto& part : live_job(out, {})) command.push_back(part);
-    nodes.push_back(std::make_unique<testing::ToolProcess>(
-        hosts.on(host, command), std::vector<std::string>{kSlowSteps, "LOCKSTEP_TIMEOUT=60"}));
-  }
-  testing::ToolProcess& first = *nodes[0];
-  ASSERT_TRUE(wait_for([&] { return contains(first.stdout_text(), "step 4/"); }))
-      << first.stdout_text() << first.stderr_text() << nodes[1]->stderr_text();
-  const std::vector<pid_t> workers = children_of(first.pid());
-  ASSERT_EQ(workers.size(), 2u);
-  const auto cut = std::chrono::steady_clock::now();
-  hosts.cut_off(1);
-  ASSERT_TRUE(wait_for([&] { return went_on_after(first.stdout_text()) > 0; }))
-      << first.stdout_text() << first.stderr_text();
-  EXPECT_LT(std::chrono::steady_clock::now() - cut, std::chrono::seconds(3 + 5)) << first.stderr_text();
-  EXPECT_EQ(children_of(first.pid()), workers);  // the same processes
-  ASSERT_TRUE(first.wait_for_exit(std::chrono::seconds(120)));
-  ASSERT_EQ(first.exit_code(), 0) << first.stdout_text() << first.stderr_text();
-  const std::string going_on = "stopped answering for 3 s: the other nodes' workers go on without its workers";
-  EXPECT_TRUE(contains(first.stderr_text(), going_on)) << first.stderr_text();
-  EXPECT_TRUE(contains(first.stdout_text(), "generation 1 of 2 workers goes on after step")) << first.stdout_text();
-  expect_every_sample_once_and_members_alike(first, out);
-  // Host 1's workers, cut off from the store as well, end once its calls fail, and so does
-  // their launcher, saying why.
-  testing::ToolProcess& second = *nodes[1];
-  ASSERT_TRUE(second.wait_for_exit(std::chrono::seconds(60))) << second.stderr_text();
-  EXPECT_EQ(second.exit_code(), 1) << second.stderr_text();
-  EXPECT_TRUE(contains(second.stderr_text(), "worker 2 lost the job's store")) << second.stderr_text();
-  EXPECT_TRUE(contains(second.stderr_text(), "lost the job's store on node 0 (" + hosts.address(0) +
-                                                 "): this node is cut off from it, or node 0 is gone"))
-      << second.stderr_text();
-
-  const std::string replayed = replay(dir.path() + "/replay", went_on_after(first.stdout_text()), 4);
-  EXPECT_EQ(trained_steps(out), trained_steps(dir.path() + "/replay"));
-  expect_close_parameters(replayed, newest_checkpoint(out));
-}
-
 // Worker 2 dies as it starts to heal the generation formed without worker 1 (a test hook):
 // the other two regroup again and train every sample once.
 TEST(LiveRecovery, AWorkerLostWhileTheOthersHealIsLeftOutByAnotherRegroup) {
@@ -199,17 +108,6 @@ TEST(LiveRecovery, AWorkerLostWhileTheOthersHealIsLeftOutByAnotherRegroup) {
   EXPECT_FALSE(contains(run.stdout_text(), "generation 1 of")) << run.stdout_text();  // it never trained
   EXPECT_TRUE(contains(run.stdout_text(), "generation 2 of 2 workers goes on after step")) << run.stdout_text();
   expect_every_sample_once_and_members_alike(run, out);
-}
-
-// Each generation's size and the step it went on after, from rank 0's lines
-// "generation G of N workers goes on after step S".
-std::vector<std::pair<int, int64_t>> generations(const std::string& output) {
-  std::vector<std::pair<int, int64_t>> found;
-  const std::regex line("generation [0-9]+ of ([0-9]+) workers goes on after step ([0-9]+)");
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
-    found.emplace_back(std::stoi((*it)[1]), std::stoll((*it)[2]));
-  }
-  return found;
 }
 
 // The Adam state of two checkpoints of the CNN (a sharded one's read from its shards) equal
@@ -268,21 +166,9 @@ TEST(LiveRecovery, ZeroOneStateOfALostWorkerIsHealedFromItsCopyAndRepartitioned)
   EXPECT_EQ(changes.back().first, 3) << run.stdout_text();  // the replacement joined
   expect_every_sample_once_and_members_alike(run, out);
 
-  // The replay: the same sizes from the same steps, unsharded, a worker count per run.
+  // The replay: the same sizes from the same steps, unsharded.
   const std::string replayed = dir.path() + "/replay";
-  int workers_before = 3;
-  int64_t from = 0;
-  for (size_t g = 0; g <= changes.size(); ++g) {
-    std::vector<std::string> part = {"-n", std::to_string(workers_before), "--mode", "processes"};
-    part.insert(part.end(), adam.begin(), adam.end());
-    if (g < changes.size()) part.insert(part.end(), {"--stop-after-step", std::to_string(changes[g].second)});
-    if (from > 0) part.push_back("--resume");
-    if (g == changes.size() || changes[g].second > from) {
-      const auto result = run_process(live_job(replayed, part));
-      ASSERT_EQ(result.exit_code, 0) << result.output;
-    }
-    if (g < changes.size()) std::tie(workers_before, from) = changes[g];
-  }
+  replay_memberships(replayed, 3, changes, adam);
   EXPECT_EQ(trained_steps(out), trained_steps(replayed));
   expect_close_parameters(newest_checkpoint(replayed), newest_checkpoint(out));
   expect_close_adam_state(newest_checkpoint(replayed), newest_checkpoint(out));

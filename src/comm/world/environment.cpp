@@ -292,6 +292,7 @@ WorldSpec discover_world(const InitOptions& options, const EnvLookup& env) {
   spec.job_id = job_id_of(env);
   spec.heartbeat = parse_bool(env("LOCKSTEP_HEARTBEAT").value_or(""), "LOCKSTEP_HEARTBEAT");
   spec.member_id = spec.rank;
+  if (auto member = env("LOCKSTEP_MEMBER_ID")) spec.member_id = parse_int(*member, "LOCKSTEP_MEMBER_ID");
   if (auto incarnation = env("LOCKSTEP_INCARNATION"))
     spec.incarnation = parse_int(*incarnation, "LOCKSTEP_INCARNATION");
   return spec;

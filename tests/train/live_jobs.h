@@ -1,0 +1,94 @@
+#pragma once
+
+// The `lockstep train --recovery live` runs the live recovery tests make, and what every one
+// of them must show.
+#include <algorithm>
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/run_output.h"
+#include "support/tool_process.h"
+#include "support/world.h"
+#include "weight_lines.h"
+
+namespace lockstep::train {
+
+// 512 examples in steps of 48 over every worker: the same steps on 3 workers or 2.
+inline std::vector<std::string> live_job(const std::string& out, std::vector<std::string> extra) {
+  std::vector<std::string> command = {LOCKSTEP_TOOL,         "train", "--limit",     "512", "--val-limit", "256",
+                                      "--global-batch-size", "48",    "--log-every", "1",   "--out",       out,
+                                      "--warmup-steps",      "4",     "--sample-log"};
+  if (std::find(extra.begin(), extra.end(), "--epochs") == extra.end()) extra.insert(extra.end(), {"--epochs", "2"});
+  command.insert(command.end(), extra.begin(), extra.end());
+  return command;
+}
+
+// Steps of 50 ms or more (worker 0 is slow), so that a fault lands while the job trains.
+inline constexpr const char* kSlowSteps = "LOCKSTEP_TEST_SLOW_RANK=0:compute:50";
+
+// The step the first regroup went on after: "... goes on after step 7 (...".
+inline int64_t went_on_after(const std::string& output) {
+  const std::string marker = "goes on after step ";
+  const auto at = output.find(marker);
+  return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
+}
+
+// The same sequence of memberships without a fault: `before` workers up to `step`, then 2.
+inline std::string replay(const std::string& out, int64_t step, int before = 3) {
+  const auto first = testing::run_process(
+      live_job(out, {"-n", std::to_string(before), "--mode", "processes", "--stop-after-step", std::to_string(step)}));
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  const auto second = testing::run_process(live_job(out, {"-n", "2", "--mode", "processes", "--resume"}));
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  return newest_checkpoint(out);
+}
+
+// What every live run must show at its end: each epoch's samples once, the members alike.
+inline void expect_every_sample_once_and_members_alike(const testing::ToolProcess& run, const std::string& out,
+                                                       int epochs = 2) {
+  const auto audit = testing::run_process({LOCKSTEP_TOOL, "data", "audit", out});
+  EXPECT_EQ(audit.exit_code, 0) << audit.output;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    EXPECT_TRUE(testing::contains(audit.output, "epoch " + std::to_string(epoch) + ": every sample once"))
+        << audit.output;
+  }
+  EXPECT_TRUE(testing::contains(run.stdout_text(), "the parameters are identical on all")) << run.stdout_text();
+}
+
+// Each generation's size and the step it went on after, from rank 0's lines
+// "generation G of N workers goes on after step S".
+inline std::vector<std::pair<int, int64_t>> generations(const std::string& output) {
+  std::vector<std::pair<int, int64_t>> found;
+  const std::regex line("generation [0-9]+ of ([0-9]+) workers goes on after step ([0-9]+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    found.emplace_back(std::stoi((*it)[1]), std::stoll((*it)[2]));
+  }
+  return found;
+}
+
+// The same sizes from the same steps (`changes`, after `first` workers) without a fault, a
+// worker count per run, into `out`.
+inline void replay_memberships(const std::string& out, int first, const std::vector<std::pair<int, int64_t>>& changes,
+                               const std::vector<std::string>& extra) {
+  int workers_before = first;
+  int64_t from = 0;
+  for (size_t g = 0; g <= changes.size(); ++g) {
+    std::vector<std::string> part = {"-n", std::to_string(workers_before), "--mode", "processes"};
+    part.insert(part.end(), extra.begin(), extra.end());
+    if (g < changes.size()) part.insert(part.end(), {"--stop-after-step", std::to_string(changes[g].second)});
+    if (from > 0) part.push_back("--resume");
+    if (g == changes.size() || changes[g].second > from) {
+      const auto result = testing::run_process(live_job(out, part));
+      ASSERT_EQ(result.exit_code, 0) << result.output;
+    }
+    if (g < changes.size()) std::tie(workers_before, from) = changes[g];
+  }
+}
+
+}  // namespace lockstep::train
