@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "comm/groups/regroup.h"
 #include "comm/sixteen_bit_means.h"
 #include "lockstep/lockstep.h"
 
@@ -240,13 +241,31 @@ int dead_rank(const std::string& how) {
   lockstep::all_reduce(t);  // everyone is connected
   if (r == n - 1) {
     if (how == "exit") std::_Exit(0);
-    std::this_thread::sleep_for(std::chrono::seconds(60));  // hangs without a collective
-    return 0;
+    // Hangs without a collective; one live recovery aborts is left once the others are done.
+    std::this_thread::sleep_for(std::chrono::seconds(how == "abort" ? 8 : 60));
+    std::_Exit(0);
   }
+  std::thread aborting;
+  if (how == "abort") {  // as live recovery does once the hung rank's launcher marks it ended
+    aborting = std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      lockstep::detail::abort_default_group(lockstep::detail::generation(), "worker 2 ended");
+    });
+  }
+  struct Joined {
+    std::thread& thread;
+    ~Joined() {
+      if (thread.joinable()) thread.join();
+    }
+  } joined{aborting};
+  const auto start = std::chrono::steady_clock::now();
   try {
     lockstep::all_reduce(t);
   } catch (const lockstep::Error& e) {
     std::cout << "rank " << r << " error: " << e.what() << std::endl;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    std::cout << "rank " << r << " waited " << std::chrono::duration_cast<std::chrono::seconds>(waited).count() << " s"
+              << std::endl;
     return 0;
   }
   std::cout << "rank " << r << " no error" << std::endl;
@@ -351,7 +370,7 @@ int main(int argc, char** argv) {
     } else if (scenario == "mismatch-shape" || scenario == "mismatch-dtype") {
       const int code = mismatch(scenario.substr(9));
       if (code != 0) return code;
-    } else if (scenario == "dead-exit" || scenario == "dead-hang") {
+    } else if (scenario == "dead-exit" || scenario == "dead-hang" || scenario == "dead-abort") {
       const int code = dead_rank(scenario.substr(5));
       if (code != 0) return code;
       return 0;  // no shutdown: its barrier would wait for the dead rank

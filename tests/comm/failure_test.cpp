@@ -102,6 +102,22 @@ TEST(DeadRank, GlooRankThatHangsGivesTheOthersATimeoutNamingIt) {
   }
 }
 
+// Live recovery's abort (elastic/membership.h: a member its launcher marked ended): the
+// collective waiting on a rank that hangs fails at once, not at its 60 s timeout, over gloo
+// (its sockets shut down) and over shared memory.
+TEST(DeadRank, ACollectiveWaitingOnAHungRankIsAbortedAtOnce) {
+  for (const Env& env : {with(kGlooOnly, {{"LOCKSTEP_TIMEOUT", "60"}}), Env{{"LOCKSTEP_TIMEOUT", "60"}}}) {
+    const auto ranks = run_processes(3, worker("dead-abort"), file_world(3, env), std::chrono::seconds(30));
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(ranks[r].exit_code, 0) << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output, "rank " + std::to_string(r) + " error: ")) << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output, "all_reduce #1 (float32[4], Sum) was aborted: worker 2 ended"))
+          << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output, "rank " + std::to_string(r) + " waited 0 s")) << ranks[r].output;
+    }
+  }
+}
+
 TEST(DeadRank, MpiWatchdogEndsTheJobNamingTheStalledCollective) {
   auto argv = mpirun(2);
   argv.insert(argv.end(), {COLLECTIVES_WORKER, "dead-hang"});

@@ -432,17 +432,23 @@ Communicator::TaskResult Communicator::execute(Task& task) {
   } catch (const CallRefused&) {
     error = std::current_exception();  // likewise
   } catch (const CallsDiffer&) {
-    try {
-      error = std::make_exception_ptr(MismatchError(how_calls_differ(task.call)));
-    } catch (const std::exception& e) {
-      error = std::current_exception();
-      mark_failed(e.what());
+    error = aborted_error(task.call);  // after an abort the others, asked how calls differ, would not answer
+    if (!error) {
+      try {
+        error = std::make_exception_ptr(MismatchError(how_calls_differ(task.call)));
+      } catch (const std::exception& e) {
+        error = std::current_exception();
+        mark_failed(e.what());
+      }
     }
   } catch (const Error& e) {
     error = std::current_exception();
     mark_failed(e.what());
   } catch (const std::exception& failure) {
-    error = explain_failure(task.call, failure, std::chrono::steady_clock::now() - started);
+    // Whatever the transport said as it gave up (gloo: "connection closed"), the cause is the
+    // abort's; and the others, asked, would not answer.
+    error = aborted_error(task.call);
+    if (!error) error = explain_failure(task.call, failure, std::chrono::steady_clock::now() - started);
     mark_failed(failure.what());
   }
   if (error) wait_if_the_job_is_ending();  // the watchdog reports the failure that ended it
@@ -485,9 +491,20 @@ bool Communicator::has_failed() const {
 }
 
 void Communicator::abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_.empty()) aborted_ = why;
+  }
   mark_failed(why);
   host_->abort(why);
   for (const auto& [type, device] : devices_) device->abort();
+}
+
+std::exception_ptr Communicator::aborted_error(const Call& call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted_.empty()) return nullptr;
+  return std::make_exception_ptr(
+      Error("lockstep: rank " + std::to_string(rank_) + ": " + call.describe() + " was aborted: " + aborted_));
 }
 
 void Communicator::mark_failed(const std::string& what) {

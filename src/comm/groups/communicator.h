@@ -114,6 +114,8 @@ class Communicator {
   /// holds mutex_.
   TaskResult run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks, size_t count);
   void mark_failed(const std::string& what);
+  /// The error of a call that failed because abort() was called; null otherwise.
+  std::exception_ptr aborted_error(const Call& call);
   /// Throws MismatchError before `moving` moves any data, where ranks' calls differ and
   /// this group compares them (in debug mode, or where the host transport must).
   void check_same_call(const Call& call, const Transport& moving);
@@ -146,6 +148,7 @@ class Communicator {
   bool closed_ = false;  // by shutdown()
   uint64_t next_seq_ = 0;
   std::string failure_;  // set once a collective failed: the group is unusable after
+  std::string aborted_;  // why abort() was called, if it was
   std::thread worker_;
 
   mutable std::mutex running_mutex_;
