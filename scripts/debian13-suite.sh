@@ -15,8 +15,9 @@
 # other worker counts from shards (the .idx files' case stays). Nor the tests of processes,
 # hosts and connections failing, whose waits on heartbeats and timeouts are most of their
 # time and whose tensors are a few small collectives the rest make too: lost and cut-off
-# hosts (NamespacedHosts), ranks that never arrive, die or hang (Rendezvous, DeadRank), a
-# worker named as hung, and shards read through resets and 503s.
+# hosts (NamespacedHosts, and live recovery's LiveHosts), ranks that never arrive, die or
+# hang (Rendezvous, DeadRank), a worker named as hung, and shards read through resets and
+# 503s.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build_only=false
@@ -33,5 +34,5 @@ ctest_arguments=$(printf '%q ' "$@")  # quoted again for the shell in the root
   cmake --build /build -j \$JOBS
   $build_only && exit 0
   ctest --test-dir /build --output-on-failure -j \$JOBS -LE 'launch|cluster|gpu' \
-    -E '^(libtorch.relocated_archive_layout|TrainCommand.TheDefaultJob.*|SharedMemoryOnOneCpu\\..*|TrainOptions.EachBadOptionOrDataFolderIsOneLineAndNoWorkerStarts|ResumeOnAnyWorldSize.From(LocalShards|ShardsOverHttp).*|NamespacedHosts\\..*|Rendezvous\\..*|DeadRank\\..*|TrainCommand.AStoppedWorkerIsNamedAsHung.*|TrainFromShards.ThroughResetsAnd503s.*)\$' $ctest_arguments
+    -E '^(libtorch.relocated_archive_layout|TrainCommand.TheDefaultJob.*|SharedMemoryOnOneCpu\\..*|TrainOptions.EachBadOptionOrDataFolderIsOneLineAndNoWorkerStarts|ResumeOnAnyWorldSize.From(LocalShards|ShardsOverHttp).*|NamespacedHosts\\..*|LiveHosts\\..*|Rendezvous\\..*|DeadRank\\..*|TrainCommand.AStoppedWorkerIsNamedAsHung.*|TrainFromShards.ThroughResetsAnd503s.*)\$' $ctest_arguments
 "

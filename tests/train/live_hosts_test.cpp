@@ -32,7 +32,7 @@ using testing::wait_for;
 // host 1's launcher silent for the heartbeat timeout and marks its workers ended, which
 // aborts the collective host 0's workers wait in (not its 60 s timeout); they regroup
 // without host 1 and train the job to its end in the same processes.
-TEST(LiveRecovery, AHostCutOffLeavesTheOtherHostsWorkersTrainingOnInTheSameProcesses) {
+TEST(LiveHosts, AHostCutOffLeavesTheOtherHostsWorkersTrainingOnInTheSameProcesses) {
   testing::NetworkHosts hosts;
   if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
   TemporaryDirectory dir;
@@ -83,7 +83,7 @@ TEST(LiveRecovery, AHostCutOffLeavesTheOtherHostsWorkersTrainingOnInTheSameProce
 // join it at a step's end; host 1's launcher is killed, its workers with it, and the others
 // go on; host 1's launcher, started again, joins once more. Host 0's workers train throughout
 // in the same processes, and the run ends as the replay of its memberships does.
-TEST(LiveRecovery, NodesOfANodeRangeComeGoAndComeBackWhileTheOthersTrainOn) {
+TEST(LiveHosts, NodesOfANodeRangeComeGoAndComeBackWhileTheOthersTrainOn) {
   testing::NetworkHosts hosts;
   if (!hosts.available()) GTEST_SKIP() << hosts.why_not();
   TemporaryDirectory dir;
