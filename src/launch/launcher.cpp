@@ -71,7 +71,7 @@ class Launcher {
   // are left to the end of the process; so is the server, or a client's reader thread could
   // see it close (connection reset) while the process exits, and abort it.
   ~Launcher() {
-    (void)ended_store_.release();
+    (void)live_store_.release();
     (void)store_.release();
   }
 
@@ -89,13 +89,13 @@ class Launcher {
       WorkerGroup workers(options_.stop_timeout, terminal_);
       const bool live = options_.recovery == "live";
       if (live) {
-        ended_store_ = connect_store_client(master_addr_of(options_), store_port_, std::chrono::seconds(10));
+        live_store_ = connect_store_client(master_addr_of(options_), store_port_, std::chrono::seconds(10));
       }
       start_workers(workers, attempt, last_failure);
-      if (options_.recovery == "live") recover_live(workers, attempt);
+      if (live) recover_live(workers, attempt);
       const int status = supervise(workers, attempt);
       if (status != 0 && store_lost_) return store_gone(status);
-      if (options_.recovery == "live") return status;  // its workers went on, or could not
+      if (live) return status;  // its workers went on, or could not
       // Only a failure is worth a restart: not success, a stop the launcher was asked for, or
       // a program that cannot run at all.
       if (status == 0 || !workers.failure() || status == kCannotRunStatus) return status;
@@ -171,14 +171,14 @@ class Launcher {
   // Each start of a worker under live recovery is a new member: 0, 1, ... for its rank,
   // counted in the store, so that a node's launcher started again does not reuse one.
   int next_incarnation(int attempt, int rank) {
-    return static_cast<int>(ended_store_->add(elastic::elastic_key(attempt, "starts/" + std::to_string(rank)), 1) - 1);
+    return static_cast<int>(live_store_->add(elastic::elastic_key(attempt, "starts/" + std::to_string(rank)), 1) - 1);
   }
 
   void mark_ended(int attempt, const elastic::Member& member) {
     const std::string key = elastic::ended_key(attempt, member);
-    if (ended_store_->check({key})) return;
-    ended_store_->set(key, bytes_of("1"));
-    ended_store_->add(elastic::ended_count_key(attempt), 1);  // what the members watch
+    if (live_store_->check({key})) return;
+    live_store_->set(key, bytes_of("1"));
+    live_store_->add(elastic::ended_count_key(attempt), 1);  // what the members watch
   }
 
   // Live recovery goes on without a node that stopped answering (cut off, or its machine
@@ -195,12 +195,13 @@ class Launcher {
     }
     silent_before_ = silent;
     if (silent.empty()) return;
-    const auto text_at = [this](const std::string& key) { return text_of(ended_store_->get(key)); };
+    const auto text_at = [this](const std::string& key) { return text_of(live_store_->get(key)); };
+    const bool formed = live_store_->check({elastic::generation_key(attempt)});
+    const int generation = formed ? std::stoi(text_at(elastic::generation_key(attempt))) : 0;
     std::vector<elastic::Member> members;
-    if (ended_store_->check({elastic::generation_key(attempt)})) {
-      const int generation = std::stoi(text_at(elastic::generation_key(attempt)));
+    if (live_store_->check({elastic::members_key(attempt, generation)})) {
       members = elastic::parse_members(text_at(elastic::members_key(attempt, generation)));
-    } else {
+    } else {  // the first generation, of every worker launched
       for (int id = 0; id < options_.nnodes * options_.nproc_per_node; ++id) members.push_back({id, 0});
     }
     for (const elastic::Member& member : members) {
@@ -275,10 +276,10 @@ class Launcher {
   const bool terminal_;  // workers write into pipes: only the launcher can tell their output reaches a person
   const std::vector<int> ranks_;
   CoreBinding binding_;
-  std::unique_ptr<c10d::TCPStore> ended_store_;  // live recovery's; left to the end of the process
-  int restarts_used_ = 0;                        // live recovery's replacements so far
-  bool store_lost_ = false;                      // node 0's store stopped answering
-  std::vector<int> silent_before_;               // the nodes live recovery found silent at its last look
+  std::unique_ptr<c10d::TCPStore> live_store_;  // live recovery's; left to the end of the process
+  int restarts_used_ = 0;                       // live recovery's replacements so far
+  bool store_lost_ = false;                     // node 0's store stopped answering
+  std::vector<int> silent_before_;              // the nodes live recovery found silent at its last look
 };
 
 }  // namespace
