@@ -37,6 +37,29 @@ TEST(WorkerEnvironment, GivesEachWorkerItsPlaceTorchrunStyle) {
   EXPECT_FALSE(names(environment, "LOCKSTEP_BACKEND"));
 }
 
+TEST(WorkerEnvironment, ANodeRangesFirstGenerationAndJoinersGetTheirPlacesUnderLiveRecovery) {
+  LaunchOptions options = two_nodes_of_four();  // --nnodes 1:2
+  options.recovery = "live";
+  options.min_nnodes = 1;
+  options.node_rank = 0;
+  WorkerRanks first{2, 2};
+  first.first_generation = {2, 4};  // node 0 started the job alone
+  std::vector<std::string> environment = worker_environment({}, options, first, 29500);
+  for (const char* entry : {"RANK=2", "WORLD_SIZE=4", "LOCKSTEP_MEMBER_ID=2", "LOCKSTEP_JOINS=0",
+                            "LOCKSTEP_MIN_WORKERS=4", "LOCKSTEP_MAX_WORKERS=8", "LOCKSTEP_RECOVERY=live"}) {
+    EXPECT_TRUE(has(environment, entry)) << entry;
+  }
+  options.node_rank = 1;  // came later, or its launcher was started again
+  WorkerRanks joiner{6, 2, /*incarnation=*/1};
+  joiner.joins = true;
+  options.min_nproc = 3;  // -n 3:4
+  environment = worker_environment({}, options, joiner, 29500);
+  for (const char* entry : {"RANK=6", "WORLD_SIZE=8", "LOCKSTEP_MEMBER_ID=6", "LOCKSTEP_JOINS=1",
+                            "LOCKSTEP_INCARNATION=1", "LOCKSTEP_MIN_WORKERS=3"}) {
+    EXPECT_TRUE(has(environment, entry)) << entry;
+  }
+}
+
 TEST(WorkerEnvironment, ReplacesInheritedValuesThatWouldContradictThePlace) {
   LaunchOptions options = two_nodes_of_four();
   options.backend = "gloo";
