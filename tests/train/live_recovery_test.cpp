@@ -36,6 +36,19 @@ using testing::run_process;
 using testing::TemporaryDirectory;
 using testing::wait_for;
 
+// Without a fault, live recovery trains the very bits today's training does: the step's
+// agreement is the signal all_reduce every step made already.
+TEST(LiveRecovery, WithoutAFaultTheRunIsBitExactWithRecoveryRestart) {
+  TemporaryDirectory dir;
+  const auto live = run_process(live_job(dir.path() + "/live", {"-n", "3", "--recovery", "live"}));
+  ASSERT_EQ(live.exit_code, 0) << live.output;
+  const auto restart = run_process(live_job(dir.path() + "/restart", {"-n", "3", "--mode", "processes"}));
+  ASSERT_EQ(restart.exit_code, 0) << restart.output;
+  EXPECT_EQ(trained_steps(dir.path() + "/live"), trained_steps(dir.path() + "/restart"));
+  expect_same_weights(checkpoint_weights(newest_checkpoint(dir.path() + "/restart")),
+                      checkpoint_weights(newest_checkpoint(dir.path() + "/live")));
+}
+
 TEST(LiveRecovery, AWorkerKilledMidStepLeavesTheOthersTrainingOnInTheSameProcesses) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/live";
