@@ -27,6 +27,19 @@ using testing::contains;
 using testing::TemporaryDirectory;
 using testing::wait_for;
 
+// Host `host`'s `lockstep run` of two workers (`nnodes`: "2", or a range) under live recovery,
+// node 0 hosting the store, training `live_job(out, extra)` with worker 0 slowed by `slow`.
+std::unique_ptr<testing::ToolProcess> start_node(const testing::NetworkHosts& hosts, int host, const std::string& port,
+                                                 const std::string& nnodes, const std::string& out,
+                                                 const std::vector<std::string>& extra, const std::string& slow) {
+  std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", nnodes, "--recovery", "live"};
+  command.insert(command.end(), {"--node-rank", std::to_string(host), "--master-addr", hosts.address(0),
+                                 "--master-port", port, "--heartbeat-timeout", "3", "--"});
+  for (const auto& part : live_job(out, extra)) command.push_back(part);
+  return std::make_unique<testing::ToolProcess>(hosts.on(host, command),
+                                                std::vector<std::string>{slow, "LOCKSTEP_TIMEOUT=60"});
+}
+
 // Two hosts (network namespaces) of two workers, each host with its own launcher; host 1's
 // link is cut mid-training. Its workers' connections never close: host 0's launcher finds
 // host 1's launcher silent for the heartbeat timeout and marks its workers ended, which
@@ -39,14 +52,7 @@ TEST(LiveHosts, AHostCutOffLeavesTheOtherHostsWorkersTrainingOnInTheSameProcesse
   const std::string out = dir.path() + "/live";
   const std::string port = std::to_string(testing::free_port());
   std::vector<std::unique_ptr<testing::ToolProcess>> nodes;
-  for (int host = 0; host < 2; ++host) {
-    std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "2", "--recovery", "live"};
-    command.insert(command.end(), {"--node-rank", std::to_string(host), "--master-addr", hosts.address(0),
-                                   "--master-port", port, "--heartbeat-timeout", "3", "--"});
-    for (const auto& part : live_job(out, {})) command.push_back(part);
-    nodes.push_back(std::make_unique<testing::ToolProcess>(
-        hosts.on(host, command), std::vector<std::string>{kSlowSteps, "LOCKSTEP_TIMEOUT=60"}));
-  }
+  for (int host = 0; host < 2; ++host) nodes.push_back(start_node(hosts, host, port, "2", out, {}, kSlowSteps));
   testing::ToolProcess& first = *nodes[0];
   ASSERT_TRUE(wait_for([&] { return contains(first.stdout_text(), "step 4/"); }))
       << first.stdout_text() << first.stderr_text() << nodes[1]->stderr_text();
@@ -90,21 +96,14 @@ TEST(LiveHosts, NodesOfANodeRangeComeGoAndComeBackWhileTheOthersTrainOn) {
   const std::string out = dir.path() + "/live";
   const std::string port = std::to_string(testing::free_port());
   const std::vector<std::string> epochs = {"--epochs", "6"};
-  auto start_node = [&](int host) {
-    std::vector<std::string> command = {LOCKSTEP_TOOL, "run", "-n", "2", "--nnodes", "1:2"};
-    command.insert(command.end(), {"--node-rank", std::to_string(host), "--master-addr", hosts.address(0),
-                                   "--master-port", port, "--heartbeat-timeout", "3", "--"});
-    for (const auto& part : live_job(out, epochs)) command.push_back(part);
-    return std::make_unique<testing::ToolProcess>(
-        hosts.on(host, command),
-        std::vector<std::string>{"LOCKSTEP_TEST_SLOW_RANK=0:compute:200", "LOCKSTEP_TIMEOUT=60"});
-  };
-  auto first = start_node(0);
+  const std::string slow = "LOCKSTEP_TEST_SLOW_RANK=0:compute:200";
+  auto node = [&](int host) { return start_node(hosts, host, port, "1:2", out, epochs, slow); };
+  auto first = node(0);
   ASSERT_TRUE(wait_for([&] { return contains(first->stdout_text(), "step 4/"); }))
       << first->stdout_text() << first->stderr_text();
   const std::vector<pid_t> workers = children_of(first->pid());
   ASSERT_EQ(workers.size(), 2u);
-  auto second = start_node(1);
+  auto second = node(1);
   auto sized = [&](int size) {
     return wait_for([&] {
       const auto found = generations(first->stdout_text());
@@ -115,7 +114,7 @@ TEST(LiveHosts, NodesOfANodeRangeComeGoAndComeBackWhileTheOthersTrainOn) {
   kill(second->pid(), SIGKILL);
   ASSERT_TRUE(second->wait_for_exit(std::chrono::seconds(10)));
   ASSERT_TRUE(sized(2)) << first->stdout_text() << first->stderr_text();
-  second = start_node(1);
+  second = node(1);
   ASSERT_TRUE(sized(4)) << first->stdout_text() << first->stderr_text() << second->stderr_text();
   EXPECT_EQ(children_of(first->pid()), workers);  // the same processes
   ASSERT_TRUE(first->wait_for_exit(std::chrono::seconds(180)));
