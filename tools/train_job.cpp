@@ -103,6 +103,11 @@ void TrainJob::add_options(CLI::App& command) {
               "Gradient bucket size of DistributedDataParallel, in MiB "
               "(the first bucket at most 1)")
       ->capture_default_str();
+  flags
+      .option("--gradient-as-bucket-view", &TrainJob::gradient_as_bucket_view,
+              "Each gradient a view into its bucket: no copy out of the reduced buckets, one copy of the "
+              "gradients in memory, the same bits (false: copied out, PyTorch's default)")
+      ->capture_default_str();
   flags.option("--scale-lr", &TrainJob::scale_lr, "Multiply the learning rate by the world size");
   flags.flag("--augment", &TrainJob::augment, "Random crops and flips of small images");
   flags
@@ -338,6 +343,7 @@ train::TrainerOptions trainer_options(const TrainJob& job) {
                      .sample_log(job.sample_log ? job.sample_log_path() : "")
                      .ddp(DDPOptions()
                               .bucket_cap_mb(job.bucket_cap_mb)
+                              .gradient_as_bucket_view(job.gradient_as_bucket_view)
                               .first_bucket_cap_mb(std::min(DDPOptions().first_bucket_cap_mb(), job.bucket_cap_mb)));
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
   return options;

@@ -105,6 +105,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   reducer.bucket_bytes = static_cast<int64_t>(options_.bucket_cap_mb() * kBytesPerMegabyte);
   reducer.scale = scale;
   reducer.find_unused_parameters = options_.find_unused_parameters();
+  reducer.gradient_as_bucket_view = options_.gradient_as_bucket_view();
   reducer.root = options_.root();
   reducer.group = options_.group();
   reducer.comm_hook = options_.comm_hook() ? options_.comm_hook() : allreduce_hook();

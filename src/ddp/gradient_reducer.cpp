@@ -27,6 +27,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
   location_.resize(parameters_.size());
   ready_.assign(parameters_.size(), 0);
   set_aside_.resize(parameters_.size());
+  unused_before_.resize(parameters_.size());
   build_buckets(trained_);
   for (size_t i : trained_) {
     hook_handles_.push_back(parameters_[i].register_hook([this, i](const at::Tensor& grad) { on_gradient(i, grad); }));
@@ -111,6 +112,18 @@ void write_gradient(at::Tensor& grad, const at::Tensor& view) {
   grad.unsafeGetTensorImpl()->bump_version();  // as copy_ would: autograd sees the write
 }
 
+// A tensor over `buffer`'s elements from `offset` on, shaped `sizes`, that autograd does not
+// take for a view of it (narrow() and view() would make one): with gradient_as_bucket_view it
+// is grad(), which must survive libtorch's Optimizer::zero_grad() and its detach_(), refused
+// on views.
+at::Tensor part_of(const at::Tensor& buffer, int64_t offset, at::IntArrayRef sizes) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(sizes[d], 1);
+  at::Tensor part = at::empty({0}, buffer.options());
+  part.set_(buffer.storage(), buffer.storage_offset() + offset, sizes, strides);
+  return part;
+}
+
 }  // namespace
 
 void GradientReducer::build_buckets(const std::vector<size_t>& order) {
@@ -132,19 +145,38 @@ void GradientReducer::build_buckets(const std::vector<size_t>& order) {
     int64_t offset = 0;
     for (size_t slot = 0; slot < members.size(); ++slot) {
       const at::Tensor& p = parameters_[members[slot]];
-      bucket.views.push_back(bucket.buffer.narrow(0, offset, p.numel()).view(p.sizes()));
+      bucket.views.push_back(part_of(bucket.buffer, offset, p.sizes()));
       location_[members[slot]] = {buckets_.size(), slot};
       offset += p.numel();
     }
     bucket.members = std::move(members);
     buckets_.push_back(std::move(bucket));
   }
+  for (size_t i : order) {
+    if (lives_in_bucket(i)) move_gradient_into_bucket(i);
+  }
+}
+
+bool GradientReducer::lives_in_bucket(size_t index) const {
+  return options_.gradient_as_bucket_view && parameters_[index].scalar_type() == bucket_dtype(parameters_[index]);
+}
+
+void GradientReducer::move_gradient_into_bucket(size_t index) {
+  auto [b, slot] = location_[index];
+  const at::Tensor& view = buckets_[b].views[slot];
+  at::Tensor& grad = parameters_[index].mutable_grad();
+  if (grad.defined()) {
+    if (grad.is_same(view)) return;
+    view.copy_(grad);  // what an earlier bucket (before the rebuild) or the user left there
+  }
+  grad = view;
 }
 
 void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   if (accumulating_) return;  // no_sync(): autograd accumulates into grad() as usual
   if (!in_backward_) begin_backward();
   if (ready_[index]) {
+    abandon_backward();
     throw Error("lockstep::DistributedDataParallel: parameter '" + names_[index] +
                 "' received two gradients in one backward pass; reentrant backward is not supported");
   }
@@ -154,6 +186,12 @@ void GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   // The hook sees the gradient before autograd adds it to grad(); the bucket gets the sum,
   // which is what grad() will hold (more than this pass's gradient after no_sync()).
   at::Tensor& so_far = parameters_[index].mutable_grad();
+  if (so_far.defined() && !so_far.sizes().equals(view.sizes())) {
+    abandon_backward();
+    throw Error("lockstep::DistributedDataParallel: grad() of parameter '" + names_[index] +
+                "' was set to a tensor of shape " + c10::str(so_far.sizes()) + ", not the parameter's " +
+                c10::str(view.sizes()) + "; assign gradients of the parameter's shape, or undefined ones");
+  }
   bucket_gradient(view, so_far, grad, options_.scale);
   // Autograd's add into grad() would be overwritten unread: a dispatched add per parameter
   // and step, a few percent of a latency-bound step.
@@ -207,7 +245,9 @@ void GradientReducer::fill_missing_gradients() {
     if (!options_.find_unused_parameters) continue;
     // Unused here: it adds nothing to the sum, but its bucket must still travel.
     auto [b, slot] = location_[i];
-    buckets_[b].views[slot].zero_();
+    at::Tensor& view = buckets_[b].views[slot];
+    if (parameters_[i].grad().is_same(view)) unused_before_[i] = view.clone();
+    view.zero_();
     --buckets_[b].pending;
   }
   if (missing == 0 || options_.find_unused_parameters) return;
@@ -222,6 +262,13 @@ void GradientReducer::fill_missing_gradients() {
               "model are not used in every iteration");
 }
 
+void GradientReducer::abandon_backward() {
+  in_backward_ = false;
+  for (size_t i : trained_) {
+    if (set_aside_[i].defined()) parameters_[i].mutable_grad() = std::move(set_aside_[i]);
+  }
+}
+
 void GradientReducer::finish_backward() {
   // Ends this backward however it leaves; when it throws, the user's grad() tensors not yet
   // written come back as they were.
@@ -229,11 +276,10 @@ void GradientReducer::finish_backward() {
     GradientReducer& reducer;
     const int exceptions = std::uncaught_exceptions();
     ~EndOfBackward() {
-      reducer.in_backward_ = false;
-      if (std::uncaught_exceptions() == exceptions) return;
-      for (size_t i : reducer.trained_) {
-        at::Tensor& aside = reducer.set_aside_[i];
-        if (aside.defined()) reducer.parameters_[i].mutable_grad() = std::move(aside);
+      if (std::uncaught_exceptions() == exceptions) {
+        reducer.in_backward_ = false;
+      } else {
+        reducer.abandon_backward();
       }
     }
   } end_of_backward{*this};
@@ -277,8 +323,19 @@ void GradientReducer::write_reduced_bucket(size_t b, const at::Tensor& used) {
   if (!reduced.is_same(bucket.buffer)) bucket.buffer.copy_(reduced);
   for (size_t slot = 0; slot < bucket.members.size(); ++slot) {
     const size_t i = bucket.members[slot];
-    if (used.defined() && used.data_ptr<int>()[i] == 0) continue;
+    if (used.defined() && used.data_ptr<int>()[i] == 0) {
+      // No rank used it: grad() stays what it was, as in one process.
+      if (unused_before_[i].defined()) bucket.views[slot].copy_(unused_before_[i]);
+      unused_before_[i] = at::Tensor();
+      continue;
+    }
+    unused_before_[i] = at::Tensor();
     at::Tensor& grad = parameters_[i].mutable_grad();
+    if (lives_in_bucket(i)) {
+      set_aside_[i] = at::Tensor();  // the view itself, or a tensor the user had put there
+      grad = bucket.views[slot];     // the reduced gradient where it was reduced: nothing copied
+      continue;
+    }
     if (set_aside_[i].defined()) grad = std::move(set_aside_[i]);
     if (grad.defined()) {
       write_gradient(grad, bucket.views[slot]);

@@ -14,7 +14,8 @@ namespace lockstep {
 /// The engine of DistributedDataParallel: hooks on every parameter copy its gradient,
 /// scaled, into a bucket; a bucket whose gradients are all in is handed to the comm hook at
 /// once (in bucket order, the same on every rank), so that its reduction overlaps the rest
-/// of backward; at the end of backward the reduced buckets are written back into grad().
+/// of backward; at the end of backward the reduced buckets are written back into grad(), or,
+/// with gradient_as_bucket_view, grad() is the parameter's view into its reduced bucket.
 class GradientReducer {
  public:
   struct Options {
@@ -22,7 +23,8 @@ class GradientReducer {
     int64_t bucket_bytes;
     double scale;  // applied to each gradient as it enters its bucket
     bool find_unused_parameters;
-    int root;  // whose observed gradient order the buckets are rebuilt in
+    bool gradient_as_bucket_view;  // grad() is a view into the bucket: no copy out
+    int root;                      // whose observed gradient order the buckets are rebuilt in
     ProcessGroup group;
     CommHook comm_hook;
     std::function<void()> after_backward;  // e.g. broadcasting buffers
@@ -59,9 +61,17 @@ class GradientReducer {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  /// With gradient_as_bucket_view, parameter `index` can live in its bucket: the bucket has
+  /// its dtype (16-bit gradients are bucketed as float32, and are copied out as before).
+  bool lives_in_bucket(size_t index) const;
+  /// grad() of such a parameter becomes its view, keeping the values it held.
+  void move_gradient_into_bucket(size_t index);
   void on_gradient(size_t index, const at::Tensor& grad);
   void begin_backward();
   void finish_backward();
+  /// After an error in backward: the user's grad() tensors not yet written come back as
+  /// they were, and the next backward starts afresh.
+  void abandon_backward();
   void fill_missing_gradients();
   /// Bucket `b`'s reduced values into its parameters' grad(): those some rank used, where
   /// `used` (find_unused_parameters) is defined.
@@ -90,6 +100,9 @@ class GradientReducer {
   // moves the new gradient in rather than adding it (the bucket has the sum already);
   // finish_backward writes the reduced gradient into the user's tensor and puts it back.
   std::vector<at::Tensor> set_aside_;
+  // Per parameter living in its bucket and unused here (find_unused_parameters): its grad()
+  // before the bucket's slot was zeroed for the reduction, put back if no rank used it.
+  std::vector<at::Tensor> unused_before_;
   std::vector<char> ready_;  // per parameter, in this backward
   std::vector<size_t> arrival_order_;
   std::vector<int64_t> learned_order_;  // the root's arrival order, once rebuilt

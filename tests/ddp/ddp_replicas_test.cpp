@@ -30,6 +30,10 @@ TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnThreeReplicas) { expe
 TEST(DistributedDataParallelOnReplicas, MatchesOneProcessOnSubGroups) {
   expect_every_replica_ok(4, "sub-group-equivalence");
 }
+TEST(DistributedDataParallelOnReplicas, GradientsAsBucketViewsLiveInTheirBucketsWithTheSameBits) {
+  expect_every_replica_ok(2, "bucket-views");
+  expect_every_replica_ok(3, "bucket-views");
+}
 TEST(DistributedDataParallelOnReplicas, GradientsAveragedSummedOrScaled) { expect_every_replica_ok(3, "scaling"); }
 TEST(DistributedDataParallelOnReplicas, CompressedBucketsTrainWithinTolerance) {
   expect_every_replica_ok(2, "compression");

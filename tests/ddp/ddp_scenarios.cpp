@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -147,7 +148,9 @@ Tensor reference(const Case& c, int world) {
   return flat_parameters(*model);
 }
 
-Tensor train(const Case& c, lockstep::DDPOptions options) {
+// `before_step`, when set, runs after each step's backward, before the optimizer's step.
+Tensor train(const Case& c, lockstep::DDPOptions options,
+             const std::function<void(torch::nn::Module&, int step)>& before_step = {}) {
   const int rank = options.group().rank(), world = options.group().size();
   std::shared_ptr<torch::nn::Module> model;
   lockstep::with_replica_generator([&] {
@@ -164,6 +167,7 @@ Tensor train(const Case& c, lockstep::DDPOptions options) {
       (chunk_loss(c, *model, step, 0, rank, world) / 2).backward();
     }
     (chunk_loss(c, *model, step, c.micro_batches - 1, rank, world) / c.micro_batches).backward();
+    if (before_step) before_step(*model, step);
     optimizer->step();
     expect_identical_across_ranks(*model, what + " step " + std::to_string(step), options.group());
   }
@@ -373,6 +377,105 @@ void bucket_contents() {
   }
 }
 
+// gradient_as_bucket_view: every parameter's grad() lies in its bucket, the very memory the
+// comm hook reduced, in the rebuilt buckets, and again after grad()
+// was set undefined or replaced; trainings give the bits of copying out, with no_sync(),
+// find_unused_parameters (branchy), clipping, grads replaced, and fp16 compression; a grad()
+// of another shape is refused, naming the parameter.
+void bucket_views() {
+  const int world = lockstep::world_size();
+  const auto views = lockstep::DDPOptions().gradient_as_bucket_view(true);
+  const auto expect_same_bits = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    if (torch::equal(got, want)) return;
+    ++failures;
+    std::cerr << "rank " << lockstep::rank() << ": " << what << " with gradients as bucket views differs by "
+              << (got - want).abs().max().item<double>() << " from copying them out\n";
+  };
+  for (const std::string model : {"mlp", "cnn", "branchy"}) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      for (int micro : {1, 2}) {
+        const Case c{model, optimizer, micro};
+        const Tensor trained = train(c, views);
+        const std::string name = model + "/" + optimizer + "/" + std::to_string(micro);
+        expect_same_bits(trained, train(c, lockstep::DDPOptions()), name);
+        expect_close(trained, reference(c, world), 1e-5, 1e-6, name + " with bucket views");
+      }
+    }
+  }
+  const Case mlp{"mlp", "sgd", 1};
+  const auto clip = [](torch::nn::Module& m, int) { torch::nn::utils::clip_grad_norm_(m.parameters(), 0.05); };
+  expect_same_bits(train(mlp, views, clip), train(mlp, lockstep::DDPOptions(), clip), "clipping");
+  // Another tensor of the same shape in grad(), as some optimizers leave: summed into the
+  // bucket like any grad(), and grad() is the bucket's view again after the next backward.
+  const auto replace = [](torch::nn::Module& m, int step) {
+    if (step % 3 != 1) return;
+    for (auto& p : m.parameters()) p.mutable_grad() = p.grad().clone();
+  };
+  expect_same_bits(train(Case{"mlp", "sgd", 2}, views, replace),
+                   train(Case{"mlp", "sgd", 2}, lockstep::DDPOptions(), replace), "grad() replaced");
+  const auto fp16 = lockstep::DDPOptions().comm_hook(lockstep::fp16_compress_hook());
+  expect_same_bits(train(mlp, lockstep::DDPOptions(fp16).gradient_as_bucket_view(true)), train(mlp, fp16),
+                   "fp16 compression");
+
+  // Where grad() lives: within the buffer the hook was handed for its bucket.
+  std::shared_ptr<torch::nn::Module> model;
+  lockstep::with_replica_generator([&] {
+    torch::manual_seed(100);
+    model = make_model("mlp");
+  });
+  std::vector<Tensor> handed;
+  const auto recording = [&handed](lockstep::GradBucket& bucket) {
+    handed.push_back(bucket.buffer);
+    return lockstep::allreduce_hook()(bucket);
+  };
+  lockstep::DistributedDataParallel ddp(
+      model, lockstep::DDPOptions(views).first_bucket_cap_mb(0.0005).bucket_cap_mb(0.0005).comm_hook(recording));
+  const auto parameters = model->parameters();
+  const auto expect_in_buckets = [&](const std::string& when) {
+    const auto buckets = ddp.buckets();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const char* begin = static_cast<const char*>(handed.at(b).data_ptr());
+      const char* end = begin + handed[b].nbytes();
+      for (size_t i : buckets[b]) {
+        const Tensor& grad = parameters[i].grad();
+        const char* at = grad.defined() ? static_cast<const char*>(grad.data_ptr()) : nullptr;
+        if (at == nullptr || at < begin || at + grad.nbytes() > end) {
+          ++failures;
+          std::cerr << "rank " << lockstep::rank() << ": grad() of parameter " << i << " is not in bucket " << b
+                    << "'s buffer " << when << "\n";
+        }
+      }
+    }
+    handed.clear();
+  };
+  for (int step = 0; step < 4; ++step) {
+    if (step == 2) {
+      for (auto& p : model->parameters()) p.mutable_grad() = Tensor();  // libtorch 2.x's zero_grad()
+    }
+    if (step == 3) {
+      for (auto& p : model->parameters()) p.mutable_grad() = torch::zeros_like(p);
+    }
+    chunk_loss(mlp, *model, step, 0, lockstep::rank(), world).backward();
+    // The first backward's buffers are gone: the buckets were rebuilt at its end.
+    if (step > 0) {
+      expect_in_buckets(std::vector<std::string>{"", "after a backward in the rebuilt buckets",
+                                                 "after grad() was set undefined", "after grad() was replaced"}
+                            .at(step));
+    }
+    handed.clear();
+  }
+  // A gradient of another shape: refused before any bucket left (the last parameter's
+  // gradient comes first), on every rank alike.
+  parameters.back().mutable_grad() = torch::zeros({3});
+  try {
+    chunk_loss(mlp, *model, 4, 0, lockstep::rank(), world).backward();
+    ++failures;
+    std::cerr << "rank " << lockstep::rank() << ": a grad() of shape [3] was not refused\n";
+  } catch (const lockstep::Error& e) {
+    std::cout << "rank " << lockstep::rank() << " refused: " << e.what() << std::endl;
+  }
+}
+
 // float16 and bfloat16 parameters whose gradients overflow when summed: Avg gives their
 // mean, rounded once from float32 buckets (exactly rounded where the float32 arithmetic is
 // exact, on 2 ranks; within one unit in the last place otherwise).
@@ -501,6 +604,8 @@ int run_ddp_scenario(const std::string& scenario, const std::string& out_dir, co
     compression();
   } else if (scenario == "overlap") {
     overlap();
+  } else if (scenario == "bucket-views") {
+    bucket_views();
   } else if (scenario == "bucket-contents") {
     bucket_contents();
   } else if (scenario == "16-bit-means") {

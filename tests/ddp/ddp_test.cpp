@@ -32,6 +32,23 @@ TEST(DistributedDataParallel, MatchesOneProcessOverGlooToo) {
 // Ranks 0 and 2, and 1 and 3, train as two pairs on sub-groups.
 TEST(DistributedDataParallel, MatchesOneProcessOnSubGroups) { expect_every_rank_ok(4, "sub-group-equivalence"); }
 
+// gradient_as_bucket_view: the 12 trainings of MatchesOneProcess…, with clipping, replaced
+// grad() tensors and fp16 compression, have the bits of copying out; grad() lies in the
+// buffer its bucket was reduced in, also after the rebuild and after it was set undefined or
+// replaced; a grad() of another shape is refused on every rank, naming the parameter.
+TEST(DistributedDataParallel, GradientsAsBucketViewsLiveInTheirBucketsWithTheSameBits) {
+  for (int n : {2, 3}) {
+    const auto ranks = run_processes(n, {DDP_WORKER, "bucket-views"}, tcp_world(n, {{"LOCKSTEP_TIMEOUT", "30"}}));
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << " of " << n << ":\n" << ranks[r].output;
+      EXPECT_TRUE(contains(ranks[r].output,
+                           "grad() of parameter '4.bias' was set to a tensor of shape [3], not the "
+                           "parameter's [4]; assign gradients of the parameter's shape"))
+          << ranks[r].output;
+    }
+  }
+}
+
 TEST(DistributedDataParallel, GradientsAveragedSummedOrScaled) { expect_every_rank_ok(3, "scaling"); }
 
 TEST(DistributedDataParallel, BucketsHoldTheBitsOfLibtorchsOwnOps) { expect_every_rank_ok(3, "bucket-contents"); }

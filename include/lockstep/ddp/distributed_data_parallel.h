@@ -31,6 +31,13 @@ struct DDPOptions {
   /// Allow parameters that get no gradient in some iterations (unused branches); costs one
   /// small extra collective per iteration.
   TORCH_ARG(bool, find_unused_parameters) = false;
+  /// Each parameter's grad() is a view into its bucket: backward sums into the bucket and the
+  /// reduced bucket is the gradient, with no copy out and one copy of the gradients in memory
+  /// instead of two; the same bits. grad() stays a view across steps: a zero_grad() that sets
+  /// it undefined, or an optimizer that assigns another tensor, get it back at the next
+  /// backward. Off by default, as in PyTorch (lockstep train turns it on); 16-bit parameters,
+  /// bucketed as float32, are copied out as before.
+  TORCH_ARG(bool, gradient_as_bucket_view) = false;
   /// Copy buffers (e.g. BatchNorm running statistics) from the root to every rank at the end
   /// of each backward, so that all ranks evaluate and save the same model.
   TORCH_ARG(bool, broadcast_buffers) = true;
