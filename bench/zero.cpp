@@ -1,7 +1,8 @@
 // What ShardedOptimizer (ZeRO stage 1) saves and costs, against DistributedDataParallel with
-// the unsharded optimizer, Adam throughout:
+// the unsharded optimizer, Adam throughout, and what gradients as bucket views
+// (DDPOptions::gradient_as_bucket_view) save and cost against gradients copied out:
 //
-//   bench/zero
+//   bench/zero             (bench/zero views-only: the bucket views alone)
 //
 // - memory: ResNet-50 (ImageNet's, 1000 classes; 64×64 inputs, which change no parameter)
 //   after one step on 2 and 3 ranks: the optimizer state bytes of the rank holding the most,
@@ -11,6 +12,9 @@
 //   two identical models, one with each optimizer, in ABBA order; median of the pairs' ratios;
 // - checkpoint write: ResNet-50 + Adam on 2 ranks, each rank writing its shard against rank 0
 //   writing everything (both fsynced), alternately; medians.
+// - bucket views: peak resident memory of ResNet-50 + Adam in its third step, and the step time of the
+//   perceptron's MLP (one sample a step: latency-bound), the CNN and ResNet-18, as above,
+//   windows alternating between views and copies.
 // Every rank is a real process on this machine (bench/run_world.h).
 #include <sys/resource.h>
 
@@ -41,6 +45,9 @@ using Clock = std::chrono::steady_clock;
 
 torch::nn::Sequential make_model(const std::string& name) {
   torch::manual_seed(0);
+  if (name == "mlp") {  // the perceptron example's, with two classes
+    return torch::nn::Sequential(torch::nn::Linear(10, 100), torch::nn::ReLU(), torch::nn::Linear(100, 2));
+  }
   if (name == "cnn") {
     return torch::nn::Sequential(
         torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
@@ -52,6 +59,7 @@ torch::nn::Sequential make_model(const std::string& name) {
 
 // A batch for `name`: the CNN's Fashion-MNIST-sized images, or 64×64 RGB for a ResNet.
 std::pair<torch::Tensor, torch::Tensor> batch_for(const std::string& name, int64_t size) {
+  if (name == "mlp") return {torch::randn({size, 10}), torch::randint(0, 2, {size})};
   if (name == "cnn") return {torch::randn({size, 1, 28, 28}), torch::randint(0, 10, {size})};
   return {torch::randn({size, 3, 64, 64}), torch::randint(0, 1000, {size})};
 }
@@ -64,8 +72,10 @@ std::unique_ptr<torch::optim::Optimizer> make_adam(torch::nn::Module& model, boo
 
 // A model with its DDP and Adam, stepped on one fixed batch.
 struct Training {
-  Training(const std::string& name, bool sharded, int64_t batch)
-      : model(make_model(name)), ddp(model), optimizer(make_adam(*model, sharded)) {
+  Training(const std::string& name, bool sharded, int64_t batch, bool views = false)
+      : model(make_model(name)),
+        ddp(model, lockstep::DDPOptions().gradient_as_bucket_view(views)),
+        optimizer(make_adam(*model, sharded)) {
     std::tie(x, y) = batch_for(name, batch);
   }
   void step() {
@@ -106,10 +116,17 @@ int64_t most_of_any_rank(int64_t value) {
   return t.item<int64_t>();
 }
 
-// Rank 0 prints "STATE_BYTES PEAK_RSS_BYTES", each the largest of any rank.
-void memory(bool sharded) {
-  Training training("resnet50", sharded, 4);
+// Rank 0 prints "STATE_BYTES PEAK_RSS_BYTES", each the largest of any rank: of the first
+// step, or with `steady`, of the third alone (the first rebuilds DDP's buckets and makes the
+// optimizer's state; Linux resets the peak when told to).
+void memory(bool sharded, bool views = false, bool steady = false) {
+  Training training("resnet50", sharded, 4, views);
   training.step();
+  if (steady) {
+    training.step();
+    std::ofstream("/proc/self/clear_refs") << "5";
+    training.step();
+  }
   const int64_t state = most_of_any_rank(training.state_bytes());
   const int64_t peak = most_of_any_rank(peak_resident_bytes());
   if (lockstep::rank() == 0) std::printf("%lld %lld\n", static_cast<long long>(state), static_cast<long long>(peak));
@@ -132,6 +149,20 @@ void step_time(const std::string& name, int64_t batch, int steps_per_window, int
   window(unsharded), window(sharded);  // warm-up
   const double ratio = median_paired_ratio(
       pairs, [&] { return window(sharded); }, [&] { return window(unsharded); });
+  if (lockstep::rank() == 0) std::printf("%.5f\n", ratio);
+}
+
+// Rank 0 prints the median over ABBA pairs of the views window's time over the copies' one.
+void views_step_time(const std::string& name, int64_t batch, int steps_per_window, int pairs) {
+  Training copies(name, false, batch, false), views(name, false, batch, true);
+  auto window = [&](Training& t) {
+    return timed_seconds([&] {
+      for (int i = 0; i < steps_per_window; ++i) t.step();
+    });
+  };
+  window(copies), window(views);  // warm-up
+  const double ratio = median_paired_ratio(
+      pairs, [&] { return window(views); }, [&] { return window(copies); });
   if (lockstep::rank() == 0) std::printf("%.5f\n", ratio);
 }
 
@@ -171,14 +202,47 @@ void checkpoint_write(int repeats) {
 
 double mib(double bytes) { return bytes / (1 << 20); }
 
+// Gradients as bucket views against gradients copied out, on 2 ranks.
+void report_bucket_views(const std::string& self, int repeats) {
+  std::printf("\ngradients as bucket views, 2 ranks (medians of %d runs):\n", repeats);
+  std::vector<double> copied_peak, views_peak;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    long long state = 0, copied = 0, viewed = 0;
+    std::sscanf(run_world(2, {self, "memory-ddp-steady"}).c_str(), "%lld %lld", &state, &copied);
+    std::sscanf(run_world(2, {self, "memory-views-steady"}).c_str(), "%lld %lld", &state, &viewed);
+    copied_peak.push_back(copied), views_peak.push_back(viewed);
+  }
+  std::printf(
+      "ResNet-50 + Adam, peak resident memory per rank in a step after the first two: copied out %.0f MiB, "
+      "views %.0f MiB\n",
+      mib(median(copied_peak)), mib(median(views_peak)));
+  for (const std::string model : {"mlp", "cnn", "resnet18"}) {
+    std::vector<double> ratios;
+    for (int repeat = 0; repeat < repeats; ++repeat)
+      ratios.push_back(std::atof(run_world(2, {self, "views-" + model}).c_str()));
+    std::printf("%s step time, views / copies: %.3f× (runs:", model.c_str(), median(ratios));
+    for (double r : ratios) std::printf(" %.3f", r);
+    std::printf(")\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   at::set_num_threads(1);
   const std::string role = argc > 1 ? argv[1] : "";
+  if (role == "views-only") {
+    report_bucket_views(fs::canonical("/proc/self/exe"), 3);
+    return 0;
+  }
   if (!role.empty()) {
     lockstep::init();
     if (role == "memory-ddp" || role == "memory-zero") memory(role == "memory-zero");
+    if (role == "memory-ddp-steady" || role == "memory-views-steady")
+      memory(false, role == "memory-views-steady", true);
+    if (role == "views-mlp") views_step_time("mlp", 1, 500, 20);
+    if (role == "views-cnn") views_step_time("cnn", 64, 5, 20);
+    if (role == "views-resnet18") views_step_time("resnet18", 16, 2, 10);
     if (role == "step-cnn") step_time("cnn", 64, 5, 20);
     if (role == "step-resnet18") step_time("resnet18", 16, 2, 10);
     if (role == "checkpoint") checkpoint_write(6);
@@ -215,6 +279,8 @@ int main(int argc, char** argv) {
     for (double r : ratios) std::printf(" %.3f", r);
     std::printf(")\n");
   }
+
+  report_bucket_views(self, kRepeats);
 
   std::printf("\ncheckpoint write, ResNet-50 + Adam on 2 ranks, fsynced (medians of 6 alternating writes, per run):\n");
   for (int repeat = 0; repeat < kRepeats; ++repeat) {

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
 
   torch::manual_seed(rank);  // deliberately different inits: DDP starts everyone from rank 0's
   torch::nn::Sequential model(torch::nn::Linear(features, 100), torch::nn::ReLU(), torch::nn::Linear(100, 1));
-  lockstep::DistributedDataParallel ddp(model);
+  // Gradients as views into DDP's buckets: the reduced bucket is the gradient, no copy out.
+  lockstep::DistributedDataParallel ddp(model, lockstep::DDPOptions().gradient_as_bucket_view(true));
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(1e-4).momentum(0.9));
 
   for (int epoch = 1; epoch <= epochs; ++epoch) {

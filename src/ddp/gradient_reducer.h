@@ -66,7 +66,8 @@ class GradientReducer {
   bool lives_in_bucket(size_t index) const;
   /// grad() of such a parameter becomes its view, keeping the values it held.
   void move_gradient_into_bucket(size_t index);
-  void on_gradient(size_t index, const at::Tensor& grad);
+  /// Returns what autograd should store in grad() instead of `grad`; undefined: `grad`.
+  at::Tensor on_gradient(size_t index, const at::Tensor& grad);
   void begin_backward();
   void finish_backward();
   /// After an error in backward: the user's grad() tensors not yet written come back as
