@@ -1,5 +1,6 @@
 #include "lockstep/ddp/distributed_data_parallel.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/ddp/scripted_module.h"
 #include "lockstep/ddp/synchronize.h"
+#include "lockstep/optim/sharded_optimizer.h"
 
 namespace lockstep {
 namespace {
@@ -139,6 +141,30 @@ double DistributedDataParallel::last_gradient_wait_seconds() const {
 std::vector<int64_t> DistributedDataParallel::bucket_order() const {
   return reducer_ ? reducer_->learned_order() : std::vector<int64_t>{};
 }
+
+void DistributedDataParallel::shard_gradients(const OptimizerSharding& sharding) {
+  if (sharding.group().ranks() != options_.group().ranks()) {
+    throw ConfigError(
+        "lockstep::DistributedDataParallel::shard_gradients: the optimizer is sharded over another group "
+        "than DDP's; make the ShardedOptimizer with DDP's group");
+  }
+  if (sharding.mirrored()) {
+    throw ConfigError(
+        "lockstep::DistributedDataParallel::shard_gradients: not under live recovery, where each partition is "
+        "kept on two ranks; shard the optimizer state only (ZeRO-1)");
+  }
+  if (!reducer_) return;  // a world of one keeps every gradient anyway
+  const auto& sharded = sharding.parameters();
+  std::vector<char> keeps;
+  for (const auto& p : module_->parameters()) {
+    // A parameter the optimizer does not step is kept everywhere, as without sharding.
+    auto found = std::find_if(sharded.begin(), sharded.end(), [&](const at::Tensor& s) { return s.is_same(p); });
+    keeps.push_back(found == sharded.end() || sharding.keeps(static_cast<size_t>(found - sharded.begin())));
+  }
+  reducer_->shard_gradients(std::move(keeps));
+}
+
+int64_t DistributedDataParallel::bucket_bytes() const { return reducer_ ? reducer_->bucket_bytes() : 0; }
 
 void DistributedDataParallel::load_bucket_order(const std::vector<int64_t>& order) {
   if (reducer_ && !order.empty()) reducer_->load_learned_order(order);

@@ -143,21 +143,12 @@ void GradientReducer::build_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   for (auto& members : assign_buckets(sizes, options_.first_bucket_bytes, options_.bucket_bytes)) {
     Bucket bucket;
-    int64_t numel = 0;
-    for (size_t i : members) numel += parameters_[i].numel();
-    const at::Tensor& first = parameters_[members.front()];
-    const at::ScalarType dtype = bucket_dtype(first);
-    // In shared memory where the group has it: the bucket's all_reduce then copies nothing.
-    bucket.buffer = first.device().is_cpu() ? empty_shared({numel}, dtype, options_.group)
-                                            : at::empty({numel}, first.options().dtype(dtype).requires_grad(false));
-    int64_t offset = 0;
     for (size_t slot = 0; slot < members.size(); ++slot) {
-      const at::Tensor& p = parameters_[members[slot]];
-      bucket.views.push_back(part_of(bucket.buffer, offset, p.sizes()));
       location_[members[slot]] = {buckets_.size(), slot};
-      offset += p.numel();
+      bucket.numel += parameters_[members[slot]].numel();
     }
     bucket.members = std::move(members);
+    if (!shards_gradients()) allocate(bucket);
     buckets_.push_back(std::move(bucket));
   }
   for (size_t i : order) {
@@ -165,8 +156,43 @@ void GradientReducer::build_buckets(const std::vector<size_t>& order) {
   }
 }
 
+void GradientReducer::allocate(Bucket& bucket) {
+  const at::Tensor& first = parameters_[bucket.members.front()];
+  const at::ScalarType dtype = bucket_dtype(first);
+  // In shared memory where the group has it: the bucket's all_reduce then copies nothing.
+  // Not when gradients are sharded: the bucket lives for one backward, and making shared
+  // memory is a collective of its own.
+  bucket.buffer = first.device().is_cpu() && !shards_gradients()
+                      ? empty_shared({bucket.numel}, dtype, options_.group)
+                      : at::empty({bucket.numel}, first.options().dtype(dtype).requires_grad(false));
+  bucket.views.clear();
+  int64_t offset = 0;
+  for (size_t i : bucket.members) {
+    bucket.views.push_back(part_of(bucket.buffer, offset, parameters_[i].sizes()));
+    offset += parameters_[i].numel();
+  }
+}
+
+void GradientReducer::shard_gradients(std::vector<char> keeps) {
+  if (in_backward_) throw Error("lockstep::DistributedDataParallel::shard_gradients: called during backward");
+  keeps_ = std::move(keeps);
+  for (auto& bucket : buckets_) {  // allocated for each backward from now on
+    bucket.buffer = at::Tensor();
+    bucket.views.clear();
+  }
+}
+
+int64_t GradientReducer::bucket_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& bucket : buckets_) {
+    if (bucket.buffer.defined()) bytes += static_cast<int64_t>(bucket.buffer.nbytes());
+  }
+  return bytes;
+}
+
 bool GradientReducer::lives_in_bucket(size_t index) const {
-  return options_.gradient_as_bucket_view && parameters_[index].scalar_type() == bucket_dtype(parameters_[index]);
+  return options_.gradient_as_bucket_view && !shards_gradients() &&
+         parameters_[index].scalar_type() == bucket_dtype(parameters_[index]);
 }
 
 void GradientReducer::move_gradient_into_bucket(size_t index) {
@@ -190,6 +216,7 @@ at::Tensor GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   }
   auto [b, slot] = location_[index];
   Bucket& bucket = buckets_[b];
+  if (!bucket.buffer.defined()) allocate(bucket);
   at::Tensor& view = bucket.views[slot];
   // The hook sees the gradient before autograd adds it to grad(); the bucket gets the sum,
   // which is what grad() will hold (more than this pass's gradient after no_sync()).
@@ -204,10 +231,13 @@ at::Tensor GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   // Autograd's add into grad() would be overwritten unread: a dispatched add per parameter
   // and step, a few percent of a latency-bound step.
   if (so_far.defined()) set_aside_[index] = std::move(so_far);
-  // With grad() a view, autograd stores an alias of the bucket instead of the gradient it
-  // computed, which is freed now rather than at the end of backward: gradients then take no
-  // memory besides their buckets. (Undefined: autograd stores its own, as without views.)
-  at::Tensor stored = lives_in_bucket(index) ? alias_of(view) : at::Tensor();
+  // With grad() a view, or gradients sharded, autograd stores an alias of the bucket instead
+  // of the gradient it computed, which is freed now rather than at the end of backward:
+  // gradients then take no memory besides their buckets. (Undefined: autograd stores its
+  // own, as without views.)
+  const bool alias =
+      lives_in_bucket(index) || (shards_gradients() && parameters_[index].scalar_type() == view.scalar_type());
+  at::Tensor stored = alias ? alias_of(view) : at::Tensor();
   ready_[index] = 1;
   if (!rebuilt_) arrival_order_.push_back(index);
   if (--bucket.pending == 0) launch_ready_buckets();
@@ -258,6 +288,7 @@ void GradientReducer::fill_missing_gradients() {
     if (!options_.find_unused_parameters) continue;
     // Unused here: it adds nothing to the sum, but its bucket must still travel.
     auto [b, slot] = location_[i];
+    if (!buckets_[b].buffer.defined()) allocate(buckets_[b]);
     at::Tensor& view = buckets_[b].views[slot];
     if (parameters_[i].grad().is_same(view)) unused_before_[i] = view.clone();
     view.zero_();
@@ -344,6 +375,13 @@ void GradientReducer::write_reduced_bucket(size_t b, const at::Tensor& used) {
     }
     unused_before_[i] = at::Tensor();
     at::Tensor& grad = parameters_[i].mutable_grad();
+    if (shards_gradients()) {
+      // grad() holds the alias of the bucket autograd was handed; the user's tensor, if any,
+      // was set aside.
+      grad = keeps_[i] ? std::move(set_aside_[i]) : at::Tensor();  // others' go with the bucket
+      set_aside_[i] = at::Tensor();
+      if (!keeps_[i]) continue;
+    }
     if (lives_in_bucket(i)) {
       set_aside_[i] = at::Tensor();  // the view itself, or a tensor the user had put there
       grad = bucket.views[slot];     // the reduced gradient where it was reduced: nothing copied
@@ -355,6 +393,11 @@ void GradientReducer::write_reduced_bucket(size_t b, const at::Tensor& used) {
     } else {
       grad = bucket.views[slot].to(parameters_[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
     }
+  }
+  if (shards_gradients()) {
+    bucket.buffer = at::Tensor();
+    bucket.views.clear();
+    bucket.reduced = nullptr;  // which may hold the buffer too
   }
 }
 

@@ -50,9 +50,17 @@ class GradientReducer {
   /// an order of the parameters that need gradients.
   void load_learned_order(const std::vector<int64_t>& order);
 
+  /// ZeRO-2: from the next backward on, only the parameters with `keeps[i]` get their
+  /// reduced gradient; the others' grad() is left undefined, and each bucket is allocated
+  /// for one backward only, released once its gradients are written.
+  void shard_gradients(std::vector<char> keeps);
+  /// What the buckets hold now, in bytes.
+  int64_t bucket_bytes() const;
+
  private:
   struct Bucket {
-    at::Tensor buffer;
+    int64_t numel = 0;
+    at::Tensor buffer;              // undefined between backward passes when gradients are sharded
     std::vector<size_t> members;    // parameter indices
     std::vector<at::Tensor> views;  // into buffer, shaped like each member
     size_t pending = 0;             // gradients still to come in this backward
@@ -61,6 +69,9 @@ class GradientReducer {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  /// The bucket's buffer and its members' views into it.
+  void allocate(Bucket& bucket);
+  bool shards_gradients() const { return !keeps_.empty(); }
   /// With gradient_as_bucket_view, parameter `index` can live in its bucket: the bucket has
   /// its dtype (16-bit gradients are bucketed as float32, and are copied out as before).
   bool lives_in_bucket(size_t index) const;
@@ -104,6 +115,7 @@ class GradientReducer {
   // Per parameter living in its bucket and unused here (find_unused_parameters): its grad()
   // before the bucket's slot was zeroed for the reduction, put back if no rank used it.
   std::vector<at::Tensor> unused_before_;
+  std::vector<char> keeps_;  // per parameter, with sharded gradients: whether this rank gets it
   std::vector<char> ready_;  // per parameter, in this backward
   std::vector<size_t> arrival_order_;
   std::vector<int64_t> learned_order_;  // the root's arrival order, once rebuilt

@@ -43,6 +43,21 @@ TEST(ShardedOptimizer, MatchesTheUnshardedOptimizerOnTwoAndThreeReplicas) {
   expect_every_replica_ok(3, "sharded-equivalence");
 }
 
+// ZeRO-2 (DistributedDataParallel::shard_gradients): SGD with momentum, Adam and AdamW,
+// plainly, with no_sync() every other step and clipped across the ranks
+// (OptimizerSharding::clip_grad_norm), 20 steps: every parameter has the bits of DDP with the
+// unsharded optimizer, and after each reducing backward a rank holds the gradients of the
+// parameters it steps only (their bytes exactly) and DDP no bucket.
+TEST(ShardedOptimizer, WithShardedGradientsMatchesTheUnshardedOptimizerOnTwoAndThreeRanks) {
+  outputs_of_processes(2, "sharded-gradients-equivalence");
+  outputs_of_processes(3, "sharded-gradients-equivalence");
+}
+
+TEST(ShardedOptimizer, WithShardedGradientsMatchesTheUnshardedOptimizerOnTwoAndThreeReplicas) {
+  expect_every_replica_ok(2, "sharded-gradients-equivalence");
+  expect_every_replica_ok(3, "sharded-gradients-equivalence");
+}
+
 TEST(ShardedOptimizer, ParametersThatDifferBetweenRanksAreNamedOnEveryRank) {
   for (const auto& output : outputs_of_processes(3, "sharded-different-parameters")) {
     EXPECT_TRUE(contains(output,

@@ -57,6 +57,9 @@ struct Trained {
   torch::nn::Sequential model{nullptr};
   std::unique_ptr<lockstep::DistributedDataParallel> ddp;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  lockstep::OptimizerSharding* gradient_sharding = nullptr;  // ZeRO-2
+  // After the last reducing backward: the bytes of the gradients this rank holds, and of DDP's buckets.
+  int64_t gradient_bytes = 0, bucket_bytes = 0;
 
   // One micro-batch; true when the optimizer stepped.
   bool train(int micro, int step, Variant variant) {
@@ -67,7 +70,14 @@ struct Trained {
       return false;
     }
     loss_of(model, micro).backward();
-    if (variant == Variant::clip) torch::nn::utils::clip_grad_norm_(model->parameters(), 0.05);
+    gradient_bytes = 0;
+    for (const auto& p : model->parameters()) gradient_bytes += p.grad().defined() ? p.grad().nbytes() : 0;
+    bucket_bytes = ddp->bucket_bytes();
+    if (variant == Variant::clip && gradient_sharding != nullptr) {
+      gradient_sharding->clip_grad_norm(0.05);
+    } else if (variant == Variant::clip) {
+      torch::nn::utils::clip_grad_norm_(model->parameters(), 0.05);
+    }
     for (auto& group : optimizer->param_groups()) group.options().set_lr(0.01 * (1 + step % 3));  // a schedule
     optimizer->step();
     optimizer->zero_grad();
@@ -75,14 +85,20 @@ struct Trained {
   }
 };
 
+// `stage` 0: DDP and Opt; 1: its state sharded; 2: its gradients too.
 template <typename Opt, typename Options>
-Trained make_trained(bool sharded, const Options& options) {
+Trained make_trained(int stage, const Options& options) {
   Trained t;
   t.model = make_model();
   t.ddp = std::make_unique<lockstep::DistributedDataParallel>(t.model.ptr());
   const auto params = t.model->parameters();
-  if (sharded) {
-    t.optimizer = std::make_unique<lockstep::ShardedOptimizer<Opt>>(params, options);
+  if (stage > 0) {
+    auto sharded = std::make_unique<lockstep::ShardedOptimizer<Opt>>(params, options);
+    if (stage == 2) {
+      t.ddp->shard_gradients(*sharded);
+      t.gradient_sharding = sharded.get();
+    }
+    t.optimizer = std::move(sharded);
   } else {
     t.optimizer = std::make_unique<Opt>(params, options);
   }
@@ -135,18 +151,24 @@ void expect_same_state(torch::optim::Optimizer& got, torch::optim::Optimizer& wa
   }
 }
 
+// ZeRO-1 (`stage` 1) or ZeRO-2 (2) against DDP with the unsharded optimizer.
 template <typename Kind, typename Options>
-void equivalence_of(const Options& options, Variant variant) {
+void equivalence_of(const Options& options, Variant variant, int stage = 1) {
   using Opt = typename Kind::Optimizer;
-  const std::string what = std::string(Kind::name) + "/" + name_of(variant);
-  Trained plain = make_trained<Opt>(false, options);
-  Trained sharded = make_trained<Opt>(true, options);
+  const std::string what = "ZeRO-" + std::to_string(stage) + " " + Kind::name + "/" + name_of(variant);
+  Trained plain = make_trained<Opt>(0, options);
+  Trained sharded = make_trained<Opt>(stage, options);
   auto& sharding = dynamic_cast<lockstep::OptimizerSharding&>(*sharded.optimizer);
   const auto plain_params = plain.model->parameters();
   const auto sharded_params = sharded.model->parameters();
 
   size_t owned = 0;
-  for (int owner : sharding.owners()) owned += owner == lockstep::rank() ? 1 : 0;
+  int64_t owned_bytes = 0;
+  for (size_t i = 0; i < sharded_params.size(); ++i) {
+    if (sharding.owners()[i] != lockstep::rank()) continue;
+    ++owned;
+    owned_bytes += sharded_params[i].nbytes();
+  }
   for (int micro = 0, step = 0; step < kSteps; ++micro) {
     const bool stepped = plain.train(micro, step, variant);
     sharded.train(micro, step, variant);
@@ -164,6 +186,13 @@ void equivalence_of(const Options& options, Variant variant) {
     if (sharded.optimizer->state().size() != owned) {
       fail(what + ": holds state for " + std::to_string(sharded.optimizer->state().size()) + " parameters, owns " +
            std::to_string(owned));
+    }
+    // ZeRO-2: after its buckets were reduced, a rank holds the gradients it steps, and DDP
+    // holds no bucket.
+    if (stage == 2 && (sharded.gradient_bytes != owned_bytes || sharded.bucket_bytes != 0)) {
+      fail(what + " step " + std::to_string(step) + ": holds " + std::to_string(sharded.gradient_bytes) +
+           " bytes of gradients and " + std::to_string(sharded.bucket_bytes) + " of buckets, steps " +
+           std::to_string(owned_bytes) + " bytes of parameters");
     }
   }
 
@@ -202,6 +231,17 @@ void sharded_equivalence() {
   }
   equivalence_of<RmspropKind>(optim::RMSpropOptions(0.01).momentum(0.5).centered(true), Variant::plain);
   equivalence_of<AdagradKind>(optim::AdagradOptions(0.01), Variant::plain);
+}
+
+// ZeRO-2: the gradients sharded too, clipped across the ranks.
+void gradient_sharding_equivalence() {
+  namespace optim = torch::optim;
+  using namespace lockstep::detail;
+  for (const Variant v : {Variant::plain, Variant::no_sync, Variant::clip}) {
+    equivalence_of<SgdKind>(optim::SGDOptions(0.01).momentum(0.9).weight_decay(1e-3), v, 2);
+    equivalence_of<AdamKind>(optim::AdamOptions(0.01).weight_decay(1e-3), v, 2);
+    equivalence_of<AdamWKind>(optim::AdamWOptions(0.01), v, 2);
+  }
 }
 
 // Rank 1's first layer is wider: every rank names that parameter.
@@ -304,6 +344,8 @@ int run_sharded_scenario(const std::string& scenario) {
   failures = 0;
   if (scenario == "sharded-equivalence") {
     sharded_equivalence();
+  } else if (scenario == "sharded-gradients-equivalence") {
+    gradient_sharding_equivalence();
   } else if (scenario == "sharded-different-parameters") {
     sharded_different_parameters();
   } else if (scenario == "sharded-lost-rank") {

@@ -51,6 +51,7 @@ struct DDPOptions {
 };
 
 class GradientReducer;
+class OptimizerSharding;
 
 /// Data-parallel training of any torch::nn::Module: broadcasts the module from the root at
 /// construction (after checking every rank has the same parameters), then averages
@@ -103,6 +104,16 @@ class DistributedDataParallel {
   /// checkpoint) as if this run's first backward had learned it. Every rank calls it with
   /// the same order, outside backward; an order of another model throws ConfigError.
   void load_bucket_order(const std::vector<int64_t>& order);
+
+  /// ZeRO stage 2 with `sharding` (a ShardedOptimizer of this model's parameters over this
+  /// DDP's group): after each backward a rank keeps the reduced gradients of the parameters
+  /// it steps, and the others' grad() is undefined; buckets live for one backward. Every
+  /// rank calls it, outside backward. Clip with sharding.clip_grad_norm(). ConfigError for
+  /// another group, or under live recovery (a partition kept on two ranks).
+  void shard_gradients(const OptimizerSharding& sharding);
+  /// Bytes DDP's buckets hold now: about the gradients' size, or nothing between backward
+  /// passes once shard_gradients() was called.
+  int64_t bucket_bytes() const;
 
  private:
   std::shared_ptr<torch::nn::Module> module_;

@@ -53,6 +53,13 @@ class OptimizerSharding {
   /// every rank when no member keeps some parameter (both its keepers were lost at once).
   void reshard(ProcessGroup group, bool holds);
 
+  /// Clips the gradients of parameters() to a global L2 norm with the bits of libtorch's
+  /// clip_grad_norm_ over all of them, where each rank holds the gradients of its partition
+  /// only (ZeRO-2: DistributedDataParallel::shard_gradients) or all of them: each norm is
+  /// taken on the rank that steps the parameter. Every rank of the group calls it; returns
+  /// the total norm.
+  torch::Tensor clip_grad_norm(double max_norm);
+
  protected:
   /// Checks that every rank holds parameters of the same shapes and an optimizer of the same
   /// kind (MismatchError naming the first differing parameter, on every rank), then
