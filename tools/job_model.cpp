@@ -63,11 +63,11 @@ void check_model_fits(const TrainJob& job, const JobData& d) {
 
 namespace {
 
-// Opt, or with --zero 1 Opt sharded across the workers.
+// Opt, or with --zero 1 or 2 Opt sharded across the workers.
 template <typename Opt, typename Options>
 std::shared_ptr<torch::optim::Optimizer> make(const TrainJob& job, const std::vector<torch::Tensor>& parameters,
                                               const Options& options) {
-  if (job.zero == 1) return std::make_shared<ShardedOptimizer<Opt>>(parameters, options);
+  if (job.zero >= 1) return std::make_shared<ShardedOptimizer<Opt>>(parameters, options);
   return std::make_shared<Opt>(parameters, options);
 }
 

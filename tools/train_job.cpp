@@ -94,9 +94,9 @@ void TrainJob::add_options(CLI::App& command) {
   flags.option("--clip-grad-norm", &TrainJob::clip_grad_norm, "Clip gradients to this global norm (0: off)");
   flags
       .option("--zero", &TrainJob::zero,
-              "1: shard the optimizer state across the workers (ZeRO stage 1); 0: every "
-              "worker keeps all of it")
-      ->check(CLI::IsMember({0, 1}))
+              "1: shard the optimizer state across the workers (ZeRO stage 1); 2: the gradients too (ZeRO "
+              "stage 2); 0: every worker keeps all of both")
+      ->check(CLI::IsMember({0, 1, 2}))
       ->capture_default_str();
   flags
       .option("--bucket-cap-mb", &TrainJob::bucket_cap_mb,
@@ -201,6 +201,11 @@ void TrainJob::check() const {
         "one; leave out --mode threads");
   }
   if (recovery == "live") {
+    if (zero == 2) {
+      throw ConfigError(
+          "--zero 2 keeps each worker's share of the gradients only, but --recovery live needs each share on two "
+          "workers; use --zero 1 with --recovery live");
+    }
     if (mode == "threads") {
       throw ConfigError(
           "--recovery live goes on in the worker processes that are left, but --mode threads runs "
@@ -341,6 +346,7 @@ train::TrainerOptions trainer_options(const TrainJob& job) {
                      .autocast_bf16(job.precision == "bf16")
                      .timeline(job.timeline)
                      .sample_log(job.sample_log ? job.sample_log_path() : "")
+                     .shard_gradients(job.zero == 2)
                      .ddp(DDPOptions()
                               .bucket_cap_mb(job.bucket_cap_mb)
                               .gradient_as_bucket_view(job.gradient_as_bucket_view)

@@ -32,7 +32,7 @@ struct TrainJob {
   std::string schedule = "cosine";
   int64_t warmup_steps = 100;
   double clip_grad_norm = 0;            // 0: off
-  int zero = 0;                         // ZeRO stage: 1 shards the optimizer state across the workers
+  int zero = 0;                         // ZeRO stage: 1 shards the optimizer state across the workers, 2 the gradients too
   bool timeline = false;                // RUN/timeline.json
   bool sample_log = false;              // RUN/samples.log
   std::string bind;                     // core, none, or "": core when there are enough cores, else none

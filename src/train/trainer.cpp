@@ -10,6 +10,7 @@
 #include "lockstep/error.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/optim/sharded_optimizer.h"
 #include "lockstep/timeline.h"
 #include "lockstep/train/checkpoint.h"
 #include "test_hooks/test_hooks.h"
@@ -76,6 +77,7 @@ struct Trainer::State {
   LossFunction loss;
   TrainerOptions options;
   std::unique_ptr<DistributedDataParallel> ddp;
+  OptimizerSharding* gradient_sharding = nullptr;  // the optimizer, when gradients are sharded
   std::vector<std::unique_ptr<MetricsSink>> sinks;
   std::vector<std::function<void(const Record&)>> callbacks;
   bool file_sinks_added = false;
@@ -144,7 +146,9 @@ struct Trainer::State {
   // What an update does before the step is committed, so that a member whose commit failed
   // while others' succeeded can apply the step alone (live recovery, ZeRO-1).
   void prepare_update() {
-    if (options.clip_grad_norm()) {
+    if (options.clip_grad_norm() && gradient_sharding != nullptr) {
+      gradient_sharding->clip_grad_norm(*options.clip_grad_norm());
+    } else if (options.clip_grad_norm()) {
       clip_grad_norm(module->parameters(), *options.clip_grad_norm());  // no host wait for the GPU
     }
     last_lr = scheduled_lr();
@@ -179,6 +183,13 @@ Trainer::Trainer(std::shared_ptr<torch::nn::Module> module, Forward forward,
   s.loss = loss ? std::move(loss) : cross_entropy_loss();
   s.options = std::move(options);
   s.ddp = std::make_unique<DistributedDataParallel>(s.module, s.options.ddp());
+  if (s.options.shard_gradients()) {
+    s.gradient_sharding = dynamic_cast<OptimizerSharding*>(s.optimizer.get());
+    if (s.gradient_sharding == nullptr) {
+      throw ConfigError("Trainer: shard_gradients needs a lockstep::ShardedOptimizer, which steps each rank's share");
+    }
+    s.ddp->shard_gradients(*s.gradient_sharding);
+  }
   const auto parameters = s.module->parameters();
   if (!parameters.empty()) s.device = parameters.front().device();
 }

@@ -67,6 +67,8 @@ std::vector<BadOptions> bad_options(const std::string& dir) {
       {{"--batch-size", "-1"}, "--batch-size"},
       {{"--lr", "-0.1"}, "--lr"},
       {{"-n", "0"}, "-n"},
+      {{"--zero", "3"}, "--zero"},
+      {{"--zero", "2", "--recovery", "live", "--global-batch-size", "64"}, "use --zero 1 with --recovery live"},
       {{"--config", dir + "/unknown.toml"}, dir + "/unknown.toml:2"},
       {{"--max-restarts", "2"}, "--max-restarts"},  // restarts are for processes
   };
@@ -145,8 +147,10 @@ namespace {
 // --zero 1 shards Adam's state across the workers: as processes and as threads it trains to
 // the bits of --zero 0 (whose gradients are copied out of their buckets, where these runs
 // keep them as views: the bits of both); stopped and resumed it ends with them too; its checkpoint continues
-// on 3 workers and on 1 unsharded, and exports as any other.
-TEST(TrainOptions, ZeroOneTrainsTheBitsOfZeroZeroResumesExactlyAndContinuesOnOtherWorldSizes) {
+// on 3 workers and on 1 unsharded, and exports as any other. --zero 2, which shards the
+// gradients too and clips across the workers, trains and resumes to the same bits, and its
+// checkpoint continues on 3 workers.
+TEST(TrainOptions, ZeroOneAndTwoTrainTheBitsOfZeroZeroResumeExactlyAndContinueOnOtherWorldSizes) {
   TemporaryDirectory dir;
   const auto job = [&](const std::string& out, std::vector<std::string> extra, const std::string& epochs = "2") {
     std::vector<std::string> command = {LOCKSTEP_TOOL,      "train", "--optimizer",    "adam",
@@ -167,6 +171,13 @@ TEST(TrainOptions, ZeroOneTrainsTheBitsOfZeroZeroResumesExactlyAndContinuesOnOth
   const auto unsharded = checkpoint_weights(newest_checkpoint(dir.path() + "/unsharded"));
   expect_same_weights(unsharded, checkpoint_weights(newest_checkpoint(dir.path() + "/threads")));
   expect_same_weights(unsharded, checkpoint_weights(newest_checkpoint(dir.path() + "/resumed")));
+  job("zero-two", {"-n", "2", "--zero", "2", "--mode", "threads"});
+  job("zero-two-resumed", {"-n", "2", "--zero", "2", "--mode", "processes", "--stop-after-step", "11"});
+  job("zero-two-resumed", {"-n", "2", "--zero", "2", "--mode", "processes", "--resume"});
+  expect_same_weights(unsharded, checkpoint_weights(newest_checkpoint(dir.path() + "/zero-two")));
+  expect_same_weights(unsharded, checkpoint_weights(newest_checkpoint(dir.path() + "/zero-two-resumed")));
+  const auto two_on_three = job("zero-two-resumed", {"-n", "3", "--zero", "2", "--resume"}, "3");
+  EXPECT_TRUE(contains(two_on_three.output, "on 3 workers")) << two_on_three.output;
 
   job("regrouped", {"-n", "2", "--zero", "1", "--stop-after-step", "11"});
   const auto on_three = job("regrouped", {"-n", "3", "--zero", "1", "--resume"}, "3");

@@ -41,6 +41,10 @@ struct TrainerOptions {
   TORCH_ARG(ScheduleOptions, schedule);
   /// Clip the gradients' global L2 norm to this before each step.
   TORCH_ARG(std::optional<double>, clip_grad_norm);
+  /// ZeRO-2: with a ShardedOptimizer, each rank keeps the reduced gradients of the
+  /// parameters it steps only (DistributedDataParallel::shard_gradients), and clipping takes
+  /// the norm across the ranks. ConfigError with another optimizer.
+  TORCH_ARG(bool, shard_gradients) = false;
   /// Reduce metrics across ranks and log them every this many steps (and at epoch ends).
   TORCH_ARG(int64_t, log_every) = 50;
   /// Where metrics.jsonl, train.csv, val.csv, tensorboard/ and checkpoints/ go; nothing
