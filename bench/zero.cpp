@@ -12,6 +12,9 @@
 //   two identical models, one with each optimizer, in ABBA order; median of the pairs' ratios;
 // - checkpoint write: ResNet-50 + Adam on 2 ranks, each rank writing its shard against rank 0
 //   writing everything (both fsynced), alternately; medians.
+// - ZeRO-2 (gradients sharded too, DistributedDataParallel::shard_gradients; `bench/zero
+//   zero2-only` alone): ResNet-50's gradient and state bytes and peak resident memory in its
+//   third step on 2 and 3 ranks against DDP + Adam and ZeRO-1, and its step time as above;
 // - bucket views: peak resident memory of ResNet-50 + Adam in its third step, and the step time of the
 //   perceptron's MLP (one sample a step: latency-bound), the CNN and ResNet-18, as above,
 //   windows alternating between views and copies.
@@ -23,6 +26,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,19 +69,34 @@ std::pair<torch::Tensor, torch::Tensor> batch_for(const std::string& name, int64
   return {torch::randn({size, 3, 64, 64}), torch::randint(0, 1000, {size})};
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_adam(torch::nn::Module& model, bool sharded) {
+std::unique_ptr<torch::optim::Optimizer> make_adam(torch::nn::Module& model, int stage) {
+  const bool sharded = stage > 0;
   const auto options = torch::optim::AdamOptions(1e-4);
   if (sharded) return std::make_unique<lockstep::ShardedOptimizer<torch::optim::Adam>>(model.parameters(), options);
   return std::make_unique<torch::optim::Adam>(model.parameters(), options);
 }
 
-// A model with its DDP and Adam, stepped on one fixed batch.
+// A model with its DDP and Adam, stepped on one fixed batch. ZeRO `stage` 0: DDP and Adam;
+// 1: Adam's state sharded; 2: the gradients too.
 struct Training {
-  Training(const std::string& name, bool sharded, int64_t batch, bool views = false)
+  Training(const std::string& name, int stage, int64_t batch, bool views = false)
       : model(make_model(name)),
         ddp(model, lockstep::DDPOptions().gradient_as_bucket_view(views)),
-        optimizer(make_adam(*model, sharded)) {
+        optimizer(make_adam(*model, stage)),
+        views(views) {
     std::tie(x, y) = batch_for(name, batch);
+    if (stage == 2) ddp.shard_gradients(dynamic_cast<lockstep::OptimizerSharding&>(*optimizer));
+  }
+  // The gradients' storage and DDP's buckets, each counted once (views share theirs).
+  int64_t gradient_bytes() const {
+    std::set<const void*> seen;
+    int64_t bytes = views ? 0 : ddp.bucket_bytes();
+    for (const auto& p : model->parameters()) {
+      if (p.grad().defined() && seen.insert(p.grad().storage().data()).second) {
+        bytes += static_cast<int64_t>(p.grad().storage().nbytes());
+      }
+    }
+    return bytes;
   }
   void step() {
     optimizer->zero_grad();
@@ -97,6 +117,7 @@ struct Training {
   torch::nn::Sequential model;
   lockstep::DistributedDataParallel ddp;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  bool views;
   torch::Tensor x, y;
 };
 
@@ -119,8 +140,8 @@ int64_t most_of_any_rank(int64_t value) {
 // Rank 0 prints "STATE_BYTES PEAK_RSS_BYTES", each the largest of any rank: of the first
 // step, or with `steady`, of the third alone (the first rebuilds DDP's buckets and makes the
 // optimizer's state; Linux resets the peak when told to).
-void memory(bool sharded, bool views = false, bool steady = false) {
-  Training training("resnet50", sharded, 4, views);
+void memory(int stage, bool views = false, bool steady = false) {
+  Training training("resnet50", stage, 4, views);
   training.step();
   if (steady) {
     training.step();
@@ -129,7 +150,11 @@ void memory(bool sharded, bool views = false, bool steady = false) {
   }
   const int64_t state = most_of_any_rank(training.state_bytes());
   const int64_t peak = most_of_any_rank(peak_resident_bytes());
-  if (lockstep::rank() == 0) std::printf("%lld %lld\n", static_cast<long long>(state), static_cast<long long>(peak));
+  const int64_t gradients = most_of_any_rank(training.gradient_bytes());
+  if (lockstep::rank() == 0) {
+    std::printf("%lld %lld %lld\n", static_cast<long long>(state), static_cast<long long>(peak),
+                static_cast<long long>(gradients));
+  }
 }
 
 double timed_seconds(const std::function<void()>& fn) {
@@ -138,9 +163,10 @@ double timed_seconds(const std::function<void()>& fn) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Rank 0 prints the median over ABBA pairs of the sharded window's time over the unsharded one's.
-void step_time(const std::string& name, int64_t batch, int steps_per_window, int pairs) {
-  Training unsharded(name, false, batch), sharded(name, true, batch);
+// Rank 0 prints the median over ABBA pairs of the window's time at ZeRO `stage` over the
+// unsharded one's.
+void step_time(const std::string& name, int64_t batch, int steps_per_window, int pairs, int stage = 1) {
+  Training unsharded(name, 0, batch), sharded(name, stage, batch);
   auto window = [&](Training& t) {
     return timed_seconds([&] {
       for (int i = 0; i < steps_per_window; ++i) t.step();
@@ -154,7 +180,7 @@ void step_time(const std::string& name, int64_t batch, int steps_per_window, int
 
 // Rank 0 prints the median over ABBA pairs of the views window's time over the copies' one.
 void views_step_time(const std::string& name, int64_t batch, int steps_per_window, int pairs) {
-  Training copies(name, false, batch, false), views(name, false, batch, true);
+  Training copies(name, 0, batch, false), views(name, 0, batch, true);
   auto window = [&](Training& t) {
     return timed_seconds([&] {
       for (int i = 0; i < steps_per_window; ++i) t.step();
@@ -169,7 +195,7 @@ void views_step_time(const std::string& name, int64_t batch, int steps_per_windo
 // Rank 0 prints the median seconds of a sharded checkpoint's write and of an unsharded one's.
 void checkpoint_write(int repeats) {
   namespace train = lockstep::train;
-  Training unsharded("resnet50", false, 4), sharded("resnet50", true, 4);
+  Training unsharded("resnet50", 0, 4), sharded("resnet50", 1, 4);
   unsharded.step();
   sharded.step();
   const std::string folder = fs::temp_directory_path() / ("lockstep-bench-zero-" + std::to_string(getppid()));
@@ -201,6 +227,47 @@ void checkpoint_write(int repeats) {
 }
 
 double mib(double bytes) { return bytes / (1 << 20); }
+
+// ZeRO-2 against DDP + Adam and ZeRO-1: gradient and state bytes, peak memory, step time.
+void report_zero_two(const std::string& self, int repeats) {
+  std::printf("\nZeRO-2, ResNet-50 + Adam, the rank holding the most after its third step (medians of %d runs):\n\n",
+              repeats);
+  std::printf(
+      "| ranks | stage | gradient bytes (grads and buckets) | state bytes | both, against DDP + Adam | peak resident "
+      "memory in the step |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|\n");
+  for (int ranks : {2, 3}) {
+    std::map<int, std::vector<double>> grads, states, peaks, ratios;
+    for (int repeat = 0; repeat < repeats; ++repeat) {
+      double unsharded_total = 0;
+      for (int stage : {0, 1, 2}) {
+        long long state = 0, peak = 0, gradients = 0;
+        std::sscanf(run_world(ranks, {self, "memory-stage-" + std::to_string(stage)}).c_str(), "%lld %lld %lld", &state,
+                    &peak, &gradients);
+        grads[stage].push_back(gradients), states[stage].push_back(state), peaks[stage].push_back(peak);
+        if (stage == 0) unsharded_total = static_cast<double>(state + gradients);
+        ratios[stage].push_back(unsharded_total > 0 ? (state + gradients) / unsharded_total : 0);
+      }
+    }
+    for (int stage : {0, 1, 2}) {
+      std::printf("| %d | %s | %.1f MiB | %.1f MiB | %.3f× | %.0f MiB |\n", ranks,
+                  stage == 0   ? "DDP + Adam"
+                  : stage == 1 ? "ZeRO-1"
+                               : "ZeRO-2",
+                  mib(median(grads[stage])), mib(median(states[stage])), median(ratios[stage]),
+                  mib(median(peaks[stage])));
+    }
+  }
+  std::printf("\nstep time on 2 ranks, ZeRO-2 / DDP + Adam (median of paired windows, per run):\n");
+  for (const std::string model : {"cnn", "resnet18"}) {
+    std::vector<double> ratios;
+    for (int repeat = 0; repeat < repeats; ++repeat)
+      ratios.push_back(std::atof(run_world(2, {self, "zero2-" + model}).c_str()));
+    std::printf("%s: %.3f× (runs:", model.c_str(), median(ratios));
+    for (double r : ratios) std::printf(" %.3f", r);
+    std::printf(")\n");
+  }
+}
 
 // Gradients as bucket views against gradients copied out, on 2 ranks.
 void report_bucket_views(const std::string& self, int repeats) {
@@ -235,11 +302,17 @@ int main(int argc, char** argv) {
     report_bucket_views(fs::canonical("/proc/self/exe"), 3);
     return 0;
   }
+  if (role == "zero2-only") {
+    report_zero_two(fs::canonical("/proc/self/exe"), 3);
+    return 0;
+  }
   if (!role.empty()) {
     lockstep::init();
-    if (role == "memory-ddp" || role == "memory-zero") memory(role == "memory-zero");
-    if (role == "memory-ddp-steady" || role == "memory-views-steady")
-      memory(false, role == "memory-views-steady", true);
+    if (role == "memory-ddp" || role == "memory-zero") memory(role == "memory-zero" ? 1 : 0);
+    if (role == "memory-ddp-steady" || role == "memory-views-steady") memory(0, role == "memory-views-steady", true);
+    if (role.rfind("memory-stage-", 0) == 0) memory(std::stoi(role.substr(13)), false, true);
+    if (role == "zero2-cnn") step_time("cnn", 64, 5, 20, 2);
+    if (role == "zero2-resnet18") step_time("resnet18", 16, 2, 10, 2);
     if (role == "views-mlp") views_step_time("mlp", 1, 500, 20);
     if (role == "views-cnn") views_step_time("cnn", 64, 5, 20);
     if (role == "views-resnet18") views_step_time("resnet18", 16, 2, 10);
@@ -280,6 +353,7 @@ int main(int argc, char** argv) {
     std::printf(")\n");
   }
 
+  report_zero_two(self, kRepeats);
   report_bucket_views(self, kRepeats);
 
   std::printf("\ncheckpoint write, ResNet-50 + Adam on 2 ranks, fsynced (medians of 6 alternating writes, per run):\n");
