@@ -163,33 +163,29 @@ double timed_seconds(const std::function<void()>& fn) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Rank 0 prints the median over ABBA pairs of the window's time at ZeRO `stage` over the
-// unsharded one's.
-void step_time(const std::string& name, int64_t batch, int steps_per_window, int pairs, int stage = 1) {
-  Training unsharded(name, 0, batch), sharded(name, stage, batch);
+// Rank 0 prints the median over ABBA pairs of `a`'s window's time over `b`'s.
+void print_paired_ratio(Training& a, Training& b, int steps_per_window, int pairs) {
   auto window = [&](Training& t) {
     return timed_seconds([&] {
       for (int i = 0; i < steps_per_window; ++i) t.step();
     });
   };
-  window(unsharded), window(sharded);  // warm-up
+  window(b), window(a);  // warm-up
   const double ratio = median_paired_ratio(
-      pairs, [&] { return window(sharded); }, [&] { return window(unsharded); });
+      pairs, [&] { return window(a); }, [&] { return window(b); });
   if (lockstep::rank() == 0) std::printf("%.5f\n", ratio);
 }
 
-// Rank 0 prints the median over ABBA pairs of the views window's time over the copies' one.
+// ZeRO `stage` against the unsharded optimizer.
+void step_time(const std::string& name, int64_t batch, int steps_per_window, int pairs, int stage = 1) {
+  Training unsharded(name, 0, batch), sharded(name, stage, batch);
+  print_paired_ratio(sharded, unsharded, steps_per_window, pairs);
+}
+
+// Gradients as bucket views against gradients copied out.
 void views_step_time(const std::string& name, int64_t batch, int steps_per_window, int pairs) {
   Training copies(name, 0, batch, false), views(name, 0, batch, true);
-  auto window = [&](Training& t) {
-    return timed_seconds([&] {
-      for (int i = 0; i < steps_per_window; ++i) t.step();
-    });
-  };
-  window(copies), window(views);  // warm-up
-  const double ratio = median_paired_ratio(
-      pairs, [&] { return window(views); }, [&] { return window(copies); });
-  if (lockstep::rank() == 0) std::printf("%.5f\n", ratio);
+  print_paired_ratio(views, copies, steps_per_window, pairs);
 }
 
 // Rank 0 prints the median seconds of a sharded checkpoint's write and of an unsharded one's.
