@@ -31,12 +31,12 @@ struct TrainJob {
   double weight_decay = 5e-4;  // unless given: 5e-4 for sgd, 0 for adam, 0.01 for adamw
   std::string schedule = "cosine";
   int64_t warmup_steps = 100;
-  double clip_grad_norm = 0;            // 0: off
-  int zero = 0;                         // ZeRO stage: 1 shards the optimizer state across the workers, 2 the gradients too
-  bool timeline = false;                // RUN/timeline.json
-  bool sample_log = false;              // RUN/samples.log
-  std::string bind;                     // core, none, or "": core when there are enough cores, else none
-  double bucket_cap_mb = 25;            // DistributedDataParallel's bucket size
+  double clip_grad_norm = 0;  // 0: off
+  int zero = 0;               // ZeRO stage: 1 shards the optimizer state across the workers, 2 the gradients too
+  bool timeline = false;      // RUN/timeline.json
+  bool sample_log = false;    // RUN/samples.log
+  std::string bind;           // core, none, or "": core when there are enough cores, else none
+  double bucket_cap_mb = 25;  // DistributedDataParallel's bucket size
   bool gradient_as_bucket_view = true;  // grad() a view into its bucket: no copy out
   bool scale_lr = false;
   bool augment = false;        // random crops and flips of small images (large ones are always cropped)
