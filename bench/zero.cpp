@@ -224,6 +224,15 @@ void checkpoint_write(int repeats) {
 
 double mib(double bytes) { return bytes / (1 << 20); }
 
+// Runs `role` on 2 ranks `repeats` times and prints "LABEL: MEDIAN× (runs: ...)".
+void print_ratio_runs(const std::string& self, const std::string& role, const std::string& label, int repeats) {
+  std::vector<double> ratios;
+  for (int repeat = 0; repeat < repeats; ++repeat) ratios.push_back(std::atof(run_world(2, {self, role}).c_str()));
+  std::printf("%s: %.3f× (runs:", label.c_str(), median(ratios));
+  for (double r : ratios) std::printf(" %.3f", r);
+  std::printf(")\n");
+}
+
 // ZeRO-2 against DDP + Adam and ZeRO-1: gradient and state bytes, peak memory, step time.
 void report_zero_two(const std::string& self, int repeats) {
   std::printf("\nZeRO-2, ResNet-50 + Adam, the rank holding the most after its third step (medians of %d runs):\n\n",
@@ -255,14 +264,7 @@ void report_zero_two(const std::string& self, int repeats) {
     }
   }
   std::printf("\nstep time on 2 ranks, ZeRO-2 / DDP + Adam (median of paired windows, per run):\n");
-  for (const std::string model : {"cnn", "resnet18"}) {
-    std::vector<double> ratios;
-    for (int repeat = 0; repeat < repeats; ++repeat)
-      ratios.push_back(std::atof(run_world(2, {self, "zero2-" + model}).c_str()));
-    std::printf("%s: %.3f× (runs:", model.c_str(), median(ratios));
-    for (double r : ratios) std::printf(" %.3f", r);
-    std::printf(")\n");
-  }
+  for (const std::string model : {"cnn", "resnet18"}) print_ratio_runs(self, "zero2-" + model, model, repeats);
 }
 
 // Gradients as bucket views against gradients copied out, on 2 ranks.
@@ -280,12 +282,7 @@ void report_bucket_views(const std::string& self, int repeats) {
       "views %.0f MiB\n",
       mib(median(copied_peak)), mib(median(views_peak)));
   for (const std::string model : {"mlp", "cnn", "resnet18"}) {
-    std::vector<double> ratios;
-    for (int repeat = 0; repeat < repeats; ++repeat)
-      ratios.push_back(std::atof(run_world(2, {self, "views-" + model}).c_str()));
-    std::printf("%s step time, views / copies: %.3f× (runs:", model.c_str(), median(ratios));
-    for (double r : ratios) std::printf(" %.3f", r);
-    std::printf(")\n");
+    print_ratio_runs(self, "views-" + model, model + " step time, views / copies", repeats);
   }
 }
 
@@ -340,14 +337,7 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\nstep time on 2 ranks, ShardedOptimizer<Adam> / DDP + Adam (median of paired windows, per run):\n");
-  for (const std::string model : {"cnn", "resnet18"}) {
-    std::vector<double> ratios;
-    for (int repeat = 0; repeat < kRepeats; ++repeat)
-      ratios.push_back(std::atof(run_world(2, {self, "step-" + model}).c_str()));
-    std::printf("%s: %.3f× (runs:", model.c_str(), median(ratios));
-    for (double r : ratios) std::printf(" %.3f", r);
-    std::printf(")\n");
-  }
+  for (const std::string model : {"cnn", "resnet18"}) print_ratio_runs(self, "step-" + model, model, kRepeats);
 
   report_zero_two(self, kRepeats);
   report_bucket_views(self, kRepeats);
