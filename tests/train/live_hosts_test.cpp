@@ -96,7 +96,10 @@ TEST(LiveHosts, NodesOfANodeRangeComeGoAndComeBackWhileTheOthersTrainOn) {
   const std::string out = dir.path() + "/live";
   const std::string port = std::to_string(testing::free_port());
   const std::vector<std::string> epochs = {"--epochs", "6"};
-  const std::string slow = "LOCKSTEP_TEST_SLOW_RANK=0:compute:200";
+  // Slow enough that the job outlasts two joins of host 1 on a loaded machine: with 200 ms,
+  // a launcher started again (libtorch loaded three times, 3 s to tell it from the one
+  // before) found the job done after its last 33 steps, 10 s.
+  const std::string slow = "LOCKSTEP_TEST_SLOW_RANK=0:compute:400";
   auto node = [&](int host) { return start_node(hosts, host, port, "1:2", out, epochs, slow); };
   auto first = node(0);
   ASSERT_TRUE(wait_for([&] { return contains(first->stdout_text(), "step 4/"); }))
