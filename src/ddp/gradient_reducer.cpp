@@ -148,23 +148,17 @@ void GradientReducer::build_buckets(const std::vector<size_t>& order) {
       bucket.numel += parameters_[members[slot]].numel();
     }
     bucket.members = std::move(members);
-    if (!shards_gradients()) allocate(bucket);
+    if (!shards_gradients()) lay_out(bucket, new_buffer(bucket));
     buckets_.push_back(std::move(bucket));
   }
   for (size_t i : order) {
     if (lives_in_bucket(i)) move_gradient_into_bucket(i);
   }
+  make_turns();
 }
 
-void GradientReducer::allocate(Bucket& bucket) {
-  const at::Tensor& first = parameters_[bucket.members.front()];
-  const at::ScalarType dtype = bucket_dtype(first);
-  // In shared memory where the group has it: the bucket's all_reduce then copies nothing.
-  // Not when gradients are sharded: the bucket lives for one backward, and making shared
-  // memory is a collective of its own.
-  bucket.buffer = first.device().is_cpu() && !shards_gradients()
-                      ? empty_shared({bucket.numel}, dtype, options_.group)
-                      : at::empty({bucket.numel}, first.options().dtype(dtype).requires_grad(false));
+void GradientReducer::lay_out(Bucket& bucket, at::Tensor buffer) {
+  bucket.buffer = std::move(buffer);
   bucket.views.clear();
   int64_t offset = 0;
   for (size_t i : bucket.members) {
@@ -173,13 +167,70 @@ void GradientReducer::allocate(Bucket& bucket) {
   }
 }
 
+at::Tensor GradientReducer::new_buffer(const Bucket& bucket) {
+  const at::Tensor& first = parameters_[bucket.members.front()];
+  const at::ScalarType dtype = bucket_dtype(first);
+  // In shared memory where the group has it: the bucket's all_reduce then copies nothing.
+  // Not when gradients are sharded: such a buffer lives for one backward, and making shared
+  // memory is a collective of its own.
+  return first.device().is_cpu() && !shards_gradients()
+             ? empty_shared({bucket.numel}, dtype, options_.group)
+             : at::empty({bucket.numel}, first.options().dtype(dtype).requires_grad(false));
+}
+
+void GradientReducer::make_turns() {
+  turns_.clear();
+  // With find_unused_parameters a bucket cannot be written out before the end of backward,
+  // when it is known which parameters no rank used.
+  if (!shards_gradients() || options_.find_unused_parameters || buckets_.empty()) return;
+  const at::ScalarType dtype = bucket_dtype(parameters_[buckets_.front().members.front()]);
+  for (size_t i : trained_) {
+    if (!parameters_[i].device().is_cpu() || bucket_dtype(parameters_[i]) != dtype) return;
+  }
+  turns_.resize(std::min<size_t>(2, buckets_.size()));
+  for (size_t k = 0; k < turns_.size(); ++k) {
+    int64_t numel = 0;
+    for (size_t b = k; b < buckets_.size(); b += turns_.size()) numel = std::max(numel, buckets_[b].numel);
+    turns_[k].buffer = empty_shared({numel}, dtype, options_.group);
+  }
+}
+
+void GradientReducer::take_buffer(size_t b) {
+  if (!turns_.empty()) {
+    Turn& turn = turn_of(b);
+    if (turn.next == b && turn.holder >= 0 && buckets_[turn.holder].reduced) {
+      write_reduced_bucket(turn.holder, {});  // launched: waited for here, while the other turn's overlaps
+    }
+    if (turn.next == b && turn.holder < 0) return enter_turn(b);
+  }
+  lay_out(buckets_[b], new_buffer(buckets_[b]));
+}
+
+void GradientReducer::enter_turn(size_t b) {
+  Turn& turn = turn_of(b);
+  turn.holder = static_cast<int64_t>(b);
+  turn.next = b + turns_.size();
+  lay_out(buckets_[b], part_of(turn.buffer, 0, {buckets_[b].numel}));
+}
+
+void GradientReducer::move_into_turn(size_t b) {
+  Turn& turn = turn_of(b);
+  if (turn.holder == static_cast<int64_t>(b)) return;
+  // The buckets before it in its turn were launched before it, and entered the turn then.
+  if (turn.holder >= 0) write_reduced_bucket(turn.holder, {});
+  const at::Tensor filled = std::move(buckets_[b].buffer);
+  enter_turn(b);
+  buckets_[b].buffer.copy_(filled);
+}
+
 void GradientReducer::shard_gradients(std::vector<char> keeps) {
   if (in_backward_) throw Error("lockstep::DistributedDataParallel::shard_gradients: called during backward");
   keeps_ = std::move(keeps);
-  for (auto& bucket : buckets_) {  // allocated for each backward from now on
+  for (auto& bucket : buckets_) {  // taken for each backward from now on
     bucket.buffer = at::Tensor();
     bucket.views.clear();
   }
+  make_turns();
 }
 
 int64_t GradientReducer::bucket_bytes() const {
@@ -187,6 +238,7 @@ int64_t GradientReducer::bucket_bytes() const {
   for (const auto& bucket : buckets_) {
     if (bucket.buffer.defined()) bytes += static_cast<int64_t>(bucket.buffer.nbytes());
   }
+  for (const auto& turn : turns_) bytes += static_cast<int64_t>(turn.buffer.nbytes());
   return bytes;
 }
 
@@ -216,7 +268,7 @@ at::Tensor GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   }
   auto [b, slot] = location_[index];
   Bucket& bucket = buckets_[b];
-  if (!bucket.buffer.defined()) allocate(bucket);
+  if (!bucket.buffer.defined()) with_backward_abandoned_on_error([&] { take_buffer(b); });
   at::Tensor& view = bucket.views[slot];
   // The hook sees the gradient before autograd adds it to grad(); the bucket gets the sum,
   // which is what grad() will hold (more than this pass's gradient after no_sync()).
@@ -240,7 +292,11 @@ at::Tensor GradientReducer::on_gradient(size_t index, const at::Tensor& grad) {
   at::Tensor stored = alias ? alias_of(view) : at::Tensor();
   ready_[index] = 1;
   if (!rebuilt_) arrival_order_.push_back(index);
-  if (--bucket.pending == 0) launch_ready_buckets();
+  if (--bucket.pending == 0 || launch_deferred_) {
+    hooked_bucket_ = b;
+    with_backward_abandoned_on_error([&] { launch_ready_buckets(); });
+    hooked_bucket_ = -1;
+  }
   return stored;
 }
 
@@ -251,18 +307,30 @@ void GradientReducer::begin_backward() {
   for (auto& bucket : buckets_) {
     bucket.pending = bucket.members.size();
     bucket.reduced = nullptr;
+    if (shards_gradients()) bucket.buffer = at::Tensor();  // also after a backward that threw
   }
+  for (size_t k = 0; k < turns_.size(); ++k) turns_[k] = {turns_[k].buffer, -1, k};
   next_to_launch_ = 0;
+  launch_deferred_ = false;
   arrival_order_.clear();
   torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
 }
 
 void GradientReducer::launch_ready_buckets() {
   // Strictly in bucket order: every rank must issue the same collectives in the same order.
+  launch_deferred_ = false;
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
+    const int64_t holder = turns_.empty() ? -1 : turn_of(next_to_launch_).holder;
+    if (hooked_bucket_ >= 0 && holder == hooked_bucket_ && holder != static_cast<int64_t>(next_to_launch_)) {
+      // Its turn's bucket is the one whose last gradient autograd is about to store: it is
+      // written out, and this one launched, at the next gradient or the end of backward.
+      launch_deferred_ = true;
+      return;
+    }
     Bucket& bucket = buckets_[next_to_launch_];
     const bool last = next_to_launch_ + 1 == buckets_.size();
     if (last) start_gradient_wait();
+    if (!turns_.empty()) move_into_turn(next_to_launch_);
     GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group, last};
     if (timeline::detail::on()) bucket.launched_us = timeline::detail::now_us(timeline_rank_);
     bucket.reduced = options_.comm_hook(view);
@@ -288,7 +356,7 @@ void GradientReducer::fill_missing_gradients() {
     if (!options_.find_unused_parameters) continue;
     // Unused here: it adds nothing to the sum, but its bucket must still travel.
     auto [b, slot] = location_[i];
-    if (!buckets_[b].buffer.defined()) allocate(buckets_[b]);
+    if (!buckets_[b].buffer.defined()) take_buffer(b);
     at::Tensor& view = buckets_[b].views[slot];
     if (parameters_[i].grad().is_same(view)) unused_before_[i] = view.clone();
     view.zero_();
@@ -339,7 +407,9 @@ void GradientReducer::finish_backward() {
     all_reduce_async(used, ReduceOp::Max, options_.group).wait();
   }
   if (!waiting_) start_gradient_wait();  // no bucket at all
-  for (size_t b = 0; b < buckets_.size(); ++b) write_reduced_bucket(b, used);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b].reduced) write_reduced_bucket(b, used);  // not yet written out in its turn
+  }
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
   waiting_ = false;
   if (recording_wait_) {
@@ -398,6 +468,7 @@ void GradientReducer::write_reduced_bucket(size_t b, const at::Tensor& used) {
     bucket.buffer = at::Tensor();
     bucket.views.clear();
     bucket.reduced = nullptr;  // which may hold the buffer too
+    if (!turns_.empty() && turn_of(b).holder == static_cast<int64_t>(b)) turn_of(b).holder = -1;
   }
 }
 

@@ -51,10 +51,12 @@ class GradientReducer {
   void load_learned_order(const std::vector<int64_t>& order);
 
   /// ZeRO-2: from the next backward on, only the parameters with `keeps[i]` get their
-  /// reduced gradient; the others' grad() is left undefined, and each bucket is allocated
-  /// for one backward only, released once its gradients are written.
+  /// reduced gradient; the others' grad() is left undefined, and buckets hold gradients for
+  /// one backward only: in two reduction buffers they take turns in (on the CPU, without
+  /// find_unused_parameters), or in a buffer each, released once its gradients are written.
   void shard_gradients(std::vector<char> keeps);
-  /// What the buckets hold now, in bytes.
+  /// What the buckets hold between backward passes, in bytes: their buffers, or the two
+  /// they take turns in.
   int64_t bucket_bytes() const;
 
  private:
@@ -68,9 +70,31 @@ class GradientReducer {
     double launched_us = 0;         // for the timeline
   };
 
+  /// With sharded gradients on the CPU, bucket b is reduced in turn b % 2's buffer, in shared
+  /// memory where the group has it: in place, as DDP's own buckets, with two buffers in all
+  /// rather than one per bucket. The turn's next bucket may fill it once the bucket before
+  /// it in the turn was launched (its reduction is then waited for and written out); a bucket
+  /// whose gradients come earlier fills a buffer of its own and moves in at its launch, so
+  /// that every rank reduces each bucket in the same place.
+  struct Turn {
+    at::Tensor buffer;
+    int64_t holder = -1;  // the bucket in it, until written out
+    size_t next = 0;      // the bucket it serves next
+  };
+
   void build_buckets(const std::vector<size_t>& order);
-  /// The bucket's buffer and its members' views into it.
-  void allocate(Bucket& bucket);
+  /// Lays the bucket out over `buffer`: its members' views into it.
+  void lay_out(Bucket& bucket, at::Tensor buffer);
+  /// A buffer of the bucket's own.
+  at::Tensor new_buffer(const Bucket& bucket);
+  /// Bucket `b`'s buffer as its first gradient of a backward arrives, with sharded gradients.
+  void take_buffer(size_t b);
+  /// The turns' buffers, for the buckets as they are now; none where they cannot serve.
+  void make_turns();
+  Turn& turn_of(size_t b) { return turns_[b % turns_.size()]; }
+  void enter_turn(size_t b);
+  /// At bucket `b`'s launch: into its turn's buffer, if it is not there yet.
+  void move_into_turn(size_t b);
   bool shards_gradients() const { return !keeps_.empty(); }
   /// With gradient_as_bucket_view, parameter `index` can live in its bucket: the bucket has
   /// its dtype (16-bit gradients are bucketed as float32, and are copied out as before).
@@ -84,6 +108,17 @@ class GradientReducer {
   /// After an error in backward: the user's grad() tensors not yet written come back as
   /// they were, and the next backward starts afresh.
   void abandon_backward();
+  /// Runs `work` in a gradient hook, abandoning backward first if it throws: autograd then
+  /// runs no end-of-backward callback.
+  template <typename Work>
+  void with_backward_abandoned_on_error(Work&& work) {
+    try {
+      work();
+    } catch (...) {
+      abandon_backward();
+      throw;
+    }
+  }
   void fill_missing_gradients();
   /// Bucket `b`'s reduced values into its parameters' grad(): those some rank used, where
   /// `used` (find_unused_parameters) is defined.
@@ -107,6 +142,7 @@ class GradientReducer {
   bool recording_wait_ = false;  // ... and put the wait's start in the timeline
   std::chrono::steady_clock::time_point waiting_since_;
   std::vector<Bucket> buckets_;
+  std::vector<Turn> turns_;                          // with sharded gradients, where buckets can take turns
   std::vector<std::pair<size_t, size_t>> location_;  // parameter -> (bucket, slot)
   // Per parameter, its grad() while backward runs: autograd, finding grad() undefined, then
   // moves the new gradient in rather than adding it (the bucket has the sum already);
@@ -120,6 +156,8 @@ class GradientReducer {
   std::vector<size_t> arrival_order_;
   std::vector<int64_t> learned_order_;  // the root's arrival order, once rebuilt
   size_t next_to_launch_ = 0;
+  bool launch_deferred_ = false;  // a full bucket waits for its turn (launch_ready_buckets)
+  int64_t hooked_bucket_ = -1;    // the bucket of the gradient in its hook, while it launches
   bool in_backward_ = false;
   bool accumulating_ = false;
   bool rebuilt_ = false;  // in learned_order_

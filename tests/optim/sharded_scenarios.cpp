@@ -5,7 +5,9 @@
 // to have the same bits after every step.
 #include "sharded_scenarios.h"
 
+#include <algorithm>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -58,8 +60,9 @@ struct Trained {
   std::unique_ptr<lockstep::DistributedDataParallel> ddp;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   lockstep::OptimizerSharding* gradient_sharding = nullptr;  // ZeRO-2
-  // After the last reducing backward: the bytes of the gradients this rank holds, and of DDP's buckets.
-  int64_t gradient_bytes = 0, bucket_bytes = 0;
+  // After the last reducing backward: the bytes of the gradients this rank holds, of DDP's
+  // buckets, and of its largest bucket.
+  int64_t gradient_bytes = 0, bucket_bytes = 0, largest_bucket_bytes = 0;
 
   // One micro-batch; true when the optimizer stepped.
   bool train(int micro, int step, Variant variant) {
@@ -73,6 +76,12 @@ struct Trained {
     gradient_bytes = 0;
     for (const auto& p : model->parameters()) gradient_bytes += p.grad().defined() ? p.grad().nbytes() : 0;
     bucket_bytes = ddp->bucket_bytes();
+    const auto params = model->parameters();
+    for (const auto& members : ddp->buckets()) {
+      int64_t bytes = 0;
+      for (size_t i : members) bytes += params[i].nbytes();
+      largest_bucket_bytes = std::max(largest_bucket_bytes, bytes);
+    }
     if (variant == Variant::clip && gradient_sharding != nullptr) {
       gradient_sharding->clip_grad_norm(0.05);
     } else if (variant == Variant::clip) {
@@ -90,7 +99,9 @@ template <typename Opt, typename Options>
 Trained make_trained(int stage, const Options& options) {
   Trained t;
   t.model = make_model();
-  t.ddp = std::make_unique<lockstep::DistributedDataParallel>(t.model.ptr());
+  // Buckets of a few parameters each: with sharded gradients they take turns in two buffers.
+  t.ddp = std::make_unique<lockstep::DistributedDataParallel>(
+      t.model.ptr(), lockstep::DDPOptions().first_bucket_cap_mb(0.0005).bucket_cap_mb(0.001));
   const auto params = t.model->parameters();
   if (stage > 0) {
     auto sharded = std::make_unique<lockstep::ShardedOptimizer<Opt>>(params, options);
@@ -158,6 +169,13 @@ void equivalence_of(const Options& options, Variant variant, int stage = 1) {
   const std::string what = "ZeRO-" + std::to_string(stage) + " " + Kind::name + "/" + name_of(variant);
   Trained plain = make_trained<Opt>(0, options);
   Trained sharded = make_trained<Opt>(stage, options);
+  if (stage == 2 && variant == Variant::clip) {
+    // Buckets in registration order, the reverse of the order gradients come in: a bucket
+    // fills before the one before it in its turn was launched, and moves in at its launch.
+    std::vector<int64_t> order(sharded.model->parameters().size());
+    std::iota(order.begin(), order.end(), 0);
+    sharded.ddp->load_bucket_order(order);
+  }
   auto& sharding = dynamic_cast<lockstep::OptimizerSharding&>(*sharded.optimizer);
   const auto plain_params = plain.model->parameters();
   const auto sharded_params = sharded.model->parameters();
@@ -188,8 +206,9 @@ void equivalence_of(const Options& options, Variant variant, int stage = 1) {
            std::to_string(owned));
     }
     // ZeRO-2: after its buckets were reduced, a rank holds the gradients it steps, and DDP
-    // holds no bucket.
-    if (stage == 2 && (sharded.gradient_bytes != owned_bytes || sharded.bucket_bytes != 0)) {
+    // the two buffers its buckets take turns in.
+    if (stage == 2 &&
+        (sharded.gradient_bytes != owned_bytes || sharded.bucket_bytes > 2 * sharded.largest_bucket_bytes)) {
       fail(what + " step " + std::to_string(step) + ": holds " + std::to_string(sharded.gradient_bytes) +
            " bytes of gradients and " + std::to_string(sharded.bucket_bytes) + " of buckets, steps " +
            std::to_string(owned_bytes) + " bytes of parameters");
