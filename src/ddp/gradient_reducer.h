@@ -148,6 +148,7 @@ class GradientReducer {
   // moves the new gradient in rather than adding it (the bucket has the sum already);
   // finish_backward writes the reduced gradient into the user's tensor and puts it back.
   std::vector<at::Tensor> set_aside_;
+  std::vector<char> aliased_;  // per parameter: grad() holds the bucket's alias, until written
   // Per parameter living in its bucket and unused here (find_unused_parameters): its grad()
   // before the bucket's slot was zeroed for the reduction, put back if no rank used it.
   std::vector<at::Tensor> unused_before_;
