@@ -107,12 +107,13 @@ class DistributedDataParallel {
 
   /// ZeRO stage 2 with `sharding` (a ShardedOptimizer of this model's parameters over this
   /// DDP's group): after each backward a rank keeps the reduced gradients of the parameters
-  /// it steps, and the others' grad() is undefined; buckets live for one backward. Every
-  /// rank calls it, outside backward. Clip with sharding.clip_grad_norm(). ConfigError for
-  /// another group, or under live recovery (a partition kept on two ranks).
+  /// it steps, and the others' grad() is undefined; buckets hold gradients for one backward,
+  /// on the CPU in two reduction buffers they take turns in. Every rank calls it, outside
+  /// backward. Clip with sharding.clip_grad_norm(). ConfigError for another group, or under
+  /// live recovery (a partition kept on two ranks).
   void shard_gradients(const OptimizerSharding& sharding);
-  /// Bytes DDP's buckets hold now: about the gradients' size, or nothing between backward
-  /// passes once shard_gradients() was called.
+  /// Bytes DDP's buckets hold between backward passes: about the gradients' size, or once
+  /// shard_gradients() was called the two buffers they take turns in (about two buckets).
   int64_t bucket_bytes() const;
 
  private:
