@@ -197,12 +197,12 @@ void GradientReducer::make_turns() {
 }
 
 void GradientReducer::take_buffer(size_t b) {
-  if (!turns_.empty()) {
+  if (!turns_.empty() && turn_of(b).next == b) {
     Turn& turn = turn_of(b);
-    if (turn.next == b && turn.holder >= 0 && buckets_[turn.holder].reduced) {
+    if (turn.holder >= 0 && buckets_[turn.holder].reduced) {
       write_reduced_bucket(turn.holder, {});  // launched: waited for here, while the other turn's overlaps
     }
-    if (turn.next == b && turn.holder < 0) return enter_turn(b);
+    if (turn.holder < 0) return enter_turn(b);
   }
   lay_out(buckets_[b], new_buffer(buckets_[b]));
 }
