@@ -51,9 +51,10 @@ class GradientReducer {
   void load_learned_order(const std::vector<int64_t>& order);
 
   /// ZeRO-2: from the next backward on, only the parameters with `keeps[i]` get their
-  /// reduced gradient; the others' grad() is left undefined, and buckets hold gradients for
-  /// one backward only: in two reduction buffers they take turns in (on the CPU, without
-  /// find_unused_parameters), or in a buffer each, released once its gradients are written.
+  /// reduced gradient; the others' grad() is left undefined, and buckets, of half the cap,
+  /// hold gradients for one backward only: in two reduction buffers they take turns in (on
+  /// the CPU, without find_unused_parameters), or in a buffer each, released once its
+  /// gradients are written.
   void shard_gradients(std::vector<char> keeps);
   /// What the buckets hold between backward passes, in bytes: their buffers, or the two
   /// they take turns in.
@@ -83,6 +84,8 @@ class GradientReducer {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  /// The cap of every bucket but the first: half of bucket_bytes with sharded gradients.
+  int64_t bucket_cap() const;
   /// Lays the bucket out over `buffer`: its members' views into it.
   void lay_out(Bucket& bucket, at::Tensor buffer);
   /// A buffer of the bucket's own.

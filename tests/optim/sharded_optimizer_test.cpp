@@ -4,6 +4,7 @@
 // parameter has the bits that DDP with the unsharded optimizer gives, each rank holds the
 // state of its partition only, and the state consolidated on rank 0 is the unsharded one's.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "lockstep/lockstep.h"
 #include "sharded_scenarios.h"
@@ -56,6 +57,47 @@ TEST(ShardedOptimizer, WithShardedGradientsMatchesTheUnshardedOptimizerOnTwoAndT
 TEST(ShardedOptimizer, WithShardedGradientsMatchesTheUnshardedOptimizerOnTwoAndThreeReplicas) {
   expect_every_replica_ok(2, "sharded-gradients-equivalence");
   expect_every_replica_ok(3, "sharded-gradients-equivalence");
+}
+
+// Under ZeRO-2 buckets close at half bucket_cap_mb, so that the two buffers they take turns
+// in hold about what one of DDP's buckets does.
+TEST(ShardedOptimizer, WithShardedGradientsBucketsCloseAtHalfTheCap) {
+  constexpr int64_t kCap = 4096, kLayerBytes = 16 * 16 * 4;
+  std::vector<std::vector<int64_t>> unsharded(2), sharded(2);  // per rank, each bucket's bytes
+  int64_t bucket_bytes = 0;
+  run_replicas(
+      2,
+      [&](ProcessGroup group) {
+        torch::nn::Sequential model;
+        for (int layer = 0; layer < 12; ++layer) {
+          model->push_back(torch::nn::Linear(torch::nn::LinearOptions(16, 16).bias(false)));
+        }
+        DistributedDataParallel ddp(model.ptr(),
+                                    DDPOptions().first_bucket_cap_mb(1e-6).bucket_cap_mb(kCap / 1048576.0));
+        auto bytes_of_buckets = [&] {
+          std::vector<int64_t> bytes;
+          const auto params = model->parameters();
+          for (const auto& members : ddp.buckets()) {
+            bytes.push_back(0);
+            for (size_t i : members) bytes.back() += static_cast<int64_t>(params[i].nbytes());
+          }
+          return bytes;
+        };
+        unsharded[group.rank()] = bytes_of_buckets();
+        ShardedOptimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+        ddp.shard_gradients(optimizer);
+        sharded[group.rank()] = bytes_of_buckets();
+        model->forward(torch::ones({4, 16}) * (group.rank() + 1)).sum().backward();
+        if (group.rank() == 0) bucket_bytes = ddp.bucket_bytes();
+      },
+      ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
+  EXPECT_EQ(unsharded[0], unsharded[1]);
+  EXPECT_EQ(sharded[0], sharded[1]);
+  // Between the first bucket and the last: closed as they reached the cap, or half of it.
+  for (size_t b = 1; b + 1 < unsharded[0].size(); ++b) EXPECT_EQ(unsharded[0][b], 4 * kLayerBytes) << b;
+  for (size_t b = 1; b + 1 < sharded[0].size(); ++b) EXPECT_EQ(sharded[0][b], 2 * kLayerBytes) << b;
+  EXPECT_GT(sharded[0].size(), unsharded[0].size());
+  EXPECT_LE(bucket_bytes, 2 * 2 * kLayerBytes);
 }
 
 TEST(ShardedOptimizer, ParametersThatDifferBetweenRanksAreNamedOnEveryRank) {

@@ -20,7 +20,8 @@ namespace lockstep {
 
 /// How DistributedDataParallel buckets, scales and reduces gradients. Defaults are PyTorch's.
 struct DDPOptions {
-  /// Gradients travel in buckets of about this many megabytes...
+  /// Gradients travel in buckets of about this many megabytes (half as many under ZeRO-2,
+  /// where two buckets in flight are all the gradient memory beyond a rank's share)...
   TORCH_ARG(double, bucket_cap_mb) = 25;
   /// ...except the first, kept small so that communication starts early in backward.
   TORCH_ARG(double, first_bucket_cap_mb) = 1;
@@ -107,13 +108,15 @@ class DistributedDataParallel {
 
   /// ZeRO stage 2 with `sharding` (a ShardedOptimizer of this model's parameters over this
   /// DDP's group): after each backward a rank keeps the reduced gradients of the parameters
-  /// it steps, and the others' grad() is undefined; buckets hold gradients for one backward,
-  /// on the CPU in two reduction buffers they take turns in. Every rank calls it, outside
+  /// it steps, and the others' grad() is undefined; buckets, of half bucket_cap_mb, hold
+  /// gradients for one backward, on the CPU in two reduction buffers they take turns in
+  /// (about one bucket_cap_mb in all). Every rank calls it, outside
   /// backward. Clip with sharding.clip_grad_norm(). ConfigError for another group, or under
   /// live recovery (a partition kept on two ranks).
   void shard_gradients(const OptimizerSharding& sharding);
   /// Bytes DDP's buckets hold between backward passes: about the gradients' size, or once
-  /// shard_gradients() was called the two buffers they take turns in (about two buckets).
+  /// shard_gradients() was called the two buffers they take turns in (about two buckets of
+  /// half bucket_cap_mb).
   int64_t bucket_bytes() const;
 
  private:
