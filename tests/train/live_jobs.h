@@ -3,7 +3,9 @@
 // The `lockstep train --recovery live` runs the live recovery tests make, and what every one
 // of them must show.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <regex>
 #include <string>
 #include <tuple>
@@ -39,13 +41,40 @@ inline int64_t went_on_after(const std::string& output) {
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + marker.size()));
 }
 
-// The same sequence of memberships without a fault: `before` workers up to `step`, then 2.
-inline std::string replay(const std::string& out, int64_t step, int before = 3) {
-  const auto first = testing::run_process(
-      live_job(out, {"-n", std::to_string(before), "--mode", "processes", "--stop-after-step", std::to_string(step)}));
-  EXPECT_EQ(first.exit_code, 0) << first.output;
-  const auto second = testing::run_process(live_job(out, {"-n", "2", "--mode", "processes", "--resume"}));
-  EXPECT_EQ(second.exit_code, 0) << second.output;
+// One phase of a replay: `part` trained by `workers` processes on one node, or, with
+// `per_node` > 0 and more workers, by nodes of `per_node` workers, each under a `lockstep run`
+// of its own on loopback, as a live run's hosts: their transport sums each node's sum, in
+// another order than one node's, and the replay then has the live run's bits.
+inline void train_replay_phase(const std::string& out, int workers, int per_node,
+                               const std::vector<std::string>& part) {
+  if (per_node <= 0 || workers <= per_node) {
+    std::vector<std::string> one_node = {"-n", std::to_string(workers), "--mode", "processes"};
+    one_node.insert(one_node.end(), part.begin(), part.end());
+    const auto result = testing::run_process(live_job(out, one_node));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    return;
+  }
+  const std::string nodes = std::to_string(workers / per_node), port = std::to_string(testing::free_port());
+  std::vector<std::unique_ptr<testing::ToolProcess>> launchers;
+  for (int node = 0; node < workers / per_node; ++node) {
+    std::vector<std::string> command = {
+        LOCKSTEP_TOOL,        "run",           "-n",        std::to_string(per_node), "--nnodes", nodes, "--node-rank",
+        std::to_string(node), "--master-addr", "127.0.0.1", "--master-port",          port,       "--"};
+    for (const auto& arg : live_job(out, part)) command.push_back(arg);
+    launchers.push_back(
+        std::make_unique<testing::ToolProcess>(command, std::vector<std::string>{"LOCKSTEP_TIMEOUT=60"}));
+  }
+  for (auto& launcher : launchers) {
+    ASSERT_TRUE(launcher->wait_for_exit(std::chrono::seconds(120))) << launcher->stderr_text();
+    ASSERT_EQ(launcher->exit_code(), 0) << launcher->stdout_text() << launcher->stderr_text();
+  }
+}
+
+// The same sequence of memberships without a fault: `before` workers up to `step` (nodes of
+// `per_node`, if set), then 2.
+inline std::string replay(const std::string& out, int64_t step, int before = 3, int per_node = 0) {
+  train_replay_phase(out, before, per_node, {"--stop-after-step", std::to_string(step)});
+  train_replay_phase(out, 2, per_node, {"--resume"});
   return newest_checkpoint(out);
 }
 
@@ -73,20 +102,16 @@ inline std::vector<std::pair<int, int64_t>> generations(const std::string& outpu
 }
 
 // The same sizes from the same steps (`changes`, after `first` workers) without a fault, a
-// worker count per run, into `out`.
+// run per membership (nodes of `per_node` workers, if set), into `out`.
 inline void replay_memberships(const std::string& out, int first, const std::vector<std::pair<int, int64_t>>& changes,
-                               const std::vector<std::string>& extra) {
+                               const std::vector<std::string>& extra, int per_node = 0) {
   int workers_before = first;
   int64_t from = 0;
   for (size_t g = 0; g <= changes.size(); ++g) {
-    std::vector<std::string> part = {"-n", std::to_string(workers_before), "--mode", "processes"};
-    part.insert(part.end(), extra.begin(), extra.end());
+    std::vector<std::string> part = extra;
     if (g < changes.size()) part.insert(part.end(), {"--stop-after-step", std::to_string(changes[g].second)});
     if (from > 0) part.push_back("--resume");
-    if (g == changes.size() || changes[g].second > from) {
-      const auto result = testing::run_process(live_job(out, part));
-      ASSERT_EQ(result.exit_code, 0) << result.output;
-    }
+    if (g == changes.size() || changes[g].second > from) train_replay_phase(out, workers_before, per_node, part);
     if (g < changes.size()) std::tie(workers_before, from) = changes[g];
   }
 }
