@@ -110,9 +110,9 @@ class DistributedDataParallel {
   /// DDP's group): after each backward a rank keeps the reduced gradients of the parameters
   /// it steps, and the others' grad() is undefined; buckets, of half bucket_cap_mb, hold
   /// gradients for one backward, on the CPU in two reduction buffers they take turns in
-  /// (about one bucket_cap_mb in all). Every rank calls it, outside
-  /// backward. Clip with sharding.clip_grad_norm(). ConfigError for another group, or under
-  /// live recovery (a partition kept on two ranks).
+  /// (about one bucket_cap_mb in all). Every rank calls it, outside backward. Clip with
+  /// sharding.clip_grad_norm(). ConfigError for another group, or under live recovery (a
+  /// partition kept on two ranks).
   void shard_gradients(const OptimizerSharding& sharding);
   /// Bytes DDP's buckets hold between backward passes: about the gradients' size, or once
   /// shard_gradients() was called the two buffers they take turns in (about two buckets of
