@@ -131,7 +131,8 @@ TEST(LiveHosts, NodesOfANodeRangeComeGoAndComeBackWhileTheOthersTrainOn) {
 
   // Replayed with four workers as two nodes of two, as host 0's and host 1's, whose sums the
   // transport adds: the live run's bits (four on one node sum in another order, and 66 steps
-  // of training took that rounding past 1e-6 of the parameters' size).
+  // of training took that rounding past 1e-6 of the parameters' size). Three, when host 1's
+  // workers were admitted one at a time, sum alike on one node.
   const std::string replayed = dir.path() + "/replay";
   replay_memberships(replayed, 2, changes, epochs, 2);
   EXPECT_EQ(trained_steps(out), trained_steps(replayed));

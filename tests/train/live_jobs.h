@@ -42,12 +42,14 @@ inline int64_t went_on_after(const std::string& output) {
 }
 
 // One phase of a replay: `part` trained by `workers` processes on one node, or, with
-// `per_node` > 0 and more workers, by nodes of `per_node` workers, each under a `lockstep run`
-// of its own on loopback, as a live run's hosts: their transport sums each node's sum, in
-// another order than one node's, and the replay then has the live run's bits.
+// `per_node` > 0 and workers that fill nodes of `per_node`, by those nodes, each under a
+// `lockstep run` of its own on loopback, as a live run's hosts: their transport adds the
+// nodes' sums, (r0 + r1) + (r2 + r3), another order than one node's ((r0 + r1) + r2) + r3,
+// and the replay then has the live run's bits. Workers that do not fill their nodes (a host's
+// joiners admitted one at a time: two of host 0 and one of host 1) sum as on one node.
 inline void train_replay_phase(const std::string& out, int workers, int per_node,
                                const std::vector<std::string>& part) {
-  if (per_node <= 0 || workers <= per_node) {
+  if (per_node <= 0 || workers <= per_node || workers % per_node != 0) {
     std::vector<std::string> one_node = {"-n", std::to_string(workers), "--mode", "processes"};
     one_node.insert(one_node.end(), part.begin(), part.end());
     const auto result = testing::run_process(live_job(out, one_node));
