@@ -9,9 +9,15 @@
 namespace lockstep {
 namespace {
 
-// Sums `tensor` across the bucket's group: the last bucket right here, since its future is
-// waited for at once (nothing to wait for then), the others in the background.
+// Sums `tensor` across the bucket's group, for the bucket's owners where it has them: the
+// last bucket right here, since its future is waited for at once (nothing to wait for
+// then), the others in the background.
 std::optional<Work> sum_across(const GradBucket& bucket, at::Tensor tensor) {
+  if (!bucket.owners.empty()) {
+    if (!bucket.last) return reduce_to_owners_async(tensor, bucket.owners, ReduceOp::Sum, bucket.group);
+    reduce_to_owners(tensor, bucket.owners, ReduceOp::Sum, bucket.group);
+    return std::nullopt;
+  }
   if (!bucket.last) return all_reduce_async(tensor, ReduceOp::Sum, bucket.group);
   all_reduce(tensor, ReduceOp::Sum, bucket.group);
   return std::nullopt;

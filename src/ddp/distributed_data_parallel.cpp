@@ -155,13 +155,13 @@ void DistributedDataParallel::shard_gradients(const OptimizerSharding& sharding)
   }
   if (!reducer_) return;  // a world of one keeps every gradient anyway
   const auto& sharded = sharding.parameters();
-  std::vector<char> keeps;
+  std::vector<int> owners;
   for (const auto& p : module_->parameters()) {
     // A parameter the optimizer does not step is kept everywhere, as without sharding.
     auto found = std::find_if(sharded.begin(), sharded.end(), [&](const at::Tensor& s) { return s.is_same(p); });
-    keeps.push_back(found == sharded.end() || sharding.keeps(static_cast<size_t>(found - sharded.begin())));
+    owners.push_back(found == sharded.end() ? kEveryRank : sharding.owners()[found - sharded.begin()]);
   }
-  reducer_->shard_gradients(std::move(keeps));
+  reducer_->shard_gradients(std::move(owners));
 }
 
 int64_t DistributedDataParallel::bucket_bytes() const { return reducer_ ? reducer_->bucket_bytes() : 0; }

@@ -23,7 +23,8 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
   for (size_t i = parameters_.size(); i-- > 0;) {
     if (parameters_[i].requires_grad()) trained_.push_back(i);  // reverse registration order
   }
-  timeline_rank_ = options_.group.ranks().at(options_.group.rank());
+  group_rank_ = options_.group.rank();
+  timeline_rank_ = options_.group.ranks().at(group_rank_);
   location_.resize(parameters_.size());
   ready_.assign(parameters_.size(), 0);
   set_aside_.resize(parameters_.size());
@@ -149,6 +150,7 @@ void GradientReducer::build_buckets(const std::vector<size_t>& order) {
       bucket.numel += parameters_[members[slot]].numel();
     }
     bucket.members = std::move(members);
+    if (shards_gradients()) bucket.owners = owned_ranges(bucket.members);
     if (!shards_gradients()) lay_out(bucket, new_buffer(bucket));
     buckets_.push_back(std::move(bucket));
   }
@@ -224,6 +226,20 @@ void GradientReducer::move_into_turn(size_t b) {
   buckets_[b].buffer.copy_(filled);
 }
 
+std::vector<OwnedRange> GradientReducer::owned_ranges(const std::vector<size_t>& members) const {
+  std::vector<OwnedRange> ranges;
+  int64_t end = 0;
+  for (size_t i : members) {
+    end += parameters_[i].numel();
+    if (!ranges.empty() && ranges.back().owner == owners_[i]) {
+      ranges.back().end = end;
+    } else {
+      ranges.push_back({end, owners_[i]});
+    }
+  }
+  return ranges;
+}
+
 int64_t GradientReducer::bucket_cap() const {
   // Two buckets in their turns then hold what one of DDP's does: the memory a rank spends
   // beyond its share of the gradients (ResNet-50 on 3 ranks: 0.391x of DDP + Adam's
@@ -231,9 +247,9 @@ int64_t GradientReducer::bucket_cap() const {
   return shards_gradients() ? options_.bucket_bytes / 2 : options_.bucket_bytes;
 }
 
-void GradientReducer::shard_gradients(std::vector<char> keeps) {
+void GradientReducer::shard_gradients(std::vector<int> owners) {
   if (in_backward_) throw Error("lockstep::DistributedDataParallel::shard_gradients: called during backward");
-  keeps_ = std::move(keeps);
+  owners_ = std::move(owners);
   // In the order they are in now (learned, or registration order before the first backward),
   // with the smaller cap; buckets are taken for each backward from now on.
   std::vector<size_t> order;
@@ -342,7 +358,7 @@ void GradientReducer::launch_ready_buckets() {
     const bool last = next_to_launch_ + 1 == buckets_.size();
     if (last) start_gradient_wait();
     if (!turns_.empty()) move_into_turn(next_to_launch_);
-    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group, last};
+    GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group, last, bucket.owners};
     if (timeline::detail::on()) bucket.launched_us = timeline::detail::now_us(timeline_rank_);
     bucket.reduced = options_.comm_hook(view);
     ++next_to_launch_;
@@ -462,9 +478,9 @@ void GradientReducer::write_reduced_bucket(size_t b, const at::Tensor& used) {
     if (shards_gradients()) {
       // grad() holds the alias of the bucket autograd was handed; the user's tensor, if any,
       // was set aside.
-      grad = keeps_[i] ? std::move(set_aside_[i]) : at::Tensor();  // others' go with the bucket
+      grad = keeps(i) ? std::move(set_aside_[i]) : at::Tensor();  // others' go with the bucket
       set_aside_[i] = at::Tensor();
-      if (!keeps_[i]) continue;
+      if (!keeps(i)) continue;
     }
     if (lives_in_bucket(i)) {
       set_aside_[i] = at::Tensor();  // the view itself, or a tensor the user had put there

@@ -50,12 +50,13 @@ class GradientReducer {
   /// an order of the parameters that need gradients.
   void load_learned_order(const std::vector<int64_t>& order);
 
-  /// ZeRO-2: from the next backward on, only the parameters with `keeps[i]` get their
-  /// reduced gradient; the others' grad() is left undefined, and buckets, of half the cap,
+  /// ZeRO-2: from the next backward on, each parameter's reduced gradient goes to its
+  /// owner (`owners[i]`, a rank of the group, or kEveryRank) alone: elsewhere its grad() is
+  /// left undefined. Buckets are reduced to their owners (GradBucket::owners), of half the cap,
   /// hold gradients for one backward only: in two reduction buffers they take turns in (on
   /// the CPU, without find_unused_parameters), or in a buffer each, released once its
   /// gradients are written.
-  void shard_gradients(std::vector<char> keeps);
+  void shard_gradients(std::vector<int> owners);
   /// What the buckets hold between backward passes, in bytes: their buffers, or the two
   /// they take turns in.
   int64_t bucket_bytes() const;
@@ -63,12 +64,13 @@ class GradientReducer {
  private:
   struct Bucket {
     int64_t numel = 0;
-    at::Tensor buffer;              // undefined between backward passes when gradients are sharded
-    std::vector<size_t> members;    // parameter indices
-    std::vector<at::Tensor> views;  // into buffer, shaped like each member
-    size_t pending = 0;             // gradients still to come in this backward
-    ReducedBucket reduced;          // set once launched
-    double launched_us = 0;         // for the timeline
+    at::Tensor buffer;               // undefined between backward passes when gradients are sharded
+    std::vector<size_t> members;     // parameter indices
+    std::vector<at::Tensor> views;   // into buffer, shaped like each member
+    std::vector<OwnedRange> owners;  // with sharded gradients: who needs which elements
+    size_t pending = 0;              // gradients still to come in this backward
+    ReducedBucket reduced;           // set once launched
+    double launched_us = 0;          // for the timeline
   };
 
   /// With sharded gradients on the CPU, bucket b is reduced in turn b % 2's buffer, in shared
@@ -84,6 +86,8 @@ class GradientReducer {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  /// Whose elements a bucket of `members` holds, as reduce_to_owners takes them.
+  std::vector<OwnedRange> owned_ranges(const std::vector<size_t>& members) const;
   /// The cap of every bucket but the first: half of bucket_bytes with sharded gradients.
   int64_t bucket_cap() const;
   /// Lays the bucket out over `buffer`: its members' views into it.
@@ -98,7 +102,9 @@ class GradientReducer {
   void enter_turn(size_t b);
   /// At bucket `b`'s launch: into its turn's buffer, if it is not there yet.
   void move_into_turn(size_t b);
-  bool shards_gradients() const { return !keeps_.empty(); }
+  bool shards_gradients() const { return !owners_.empty(); }
+  /// With sharded gradients, whether this rank gets parameter `index`'s reduced gradient.
+  bool keeps(size_t index) const { return owners_[index] == kEveryRank || owners_[index] == group_rank_; }
   /// With gradient_as_bucket_view, parameter `index` can live in its bucket: the bucket has
   /// its dtype (16-bit gradients are bucketed as float32, and are copied out as before).
   bool lives_in_bucket(size_t index) const;
@@ -155,7 +161,8 @@ class GradientReducer {
   // Per parameter living in its bucket and unused here (find_unused_parameters): its grad()
   // before the bucket's slot was zeroed for the reduction, put back if no rank used it.
   std::vector<at::Tensor> unused_before_;
-  std::vector<char> keeps_;  // per parameter, with sharded gradients: whether this rank gets it
+  std::vector<int> owners_;  // per parameter, with sharded gradients: the rank that gets it
+  int group_rank_ = 0;
   std::vector<char> ready_;  // per parameter, in this backward
   std::vector<size_t> arrival_order_;
   std::vector<int64_t> learned_order_;  // the root's arrival order, once rebuilt

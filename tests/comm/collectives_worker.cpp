@@ -1,6 +1,7 @@
 // A worker the tests start as a real process (under the launcher, mpirun, or with a
 // hand-made environment). Its first argument picks a scenario; it prints what went wrong
 // and exits non-zero when anything does.
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <string>
@@ -177,6 +178,55 @@ void check_shared_tensors(int r, int n) {
   expect_equal(rows[2], torch::full({40000}, r + 1, torch::kFloat), "the row after it");
 }
 
+// Ranges of every kind over `numel` elements: everyone's first, then runs of each rank in
+// turn, of varying lengths, with an empty one among them.
+std::vector<lockstep::OwnedRange> ranges_over(int64_t numel, int n) {
+  std::vector<lockstep::OwnedRange> ranges{{numel / 7, lockstep::kEveryRank}, {numel / 7, 0}};
+  for (int64_t end = numel / 7, k = 0; end < numel; ++k) {
+    end = std::min(numel, end + 1 + (numel / 5) * (k % 3) + 11 * k);
+    ranges.push_back({end, k % 4 == 3 ? lockstep::kEveryRank : static_cast<int>(k % n)});
+  }
+  return ranges;
+}
+
+// What reduce_to_owners gives this rank: each range it needs reduced; the rest as it was
+// where the transport sends each sum to its owner alone (shared memory, threads).
+void check_reduce_to_owners(int r, int n) {
+  const bool owners_alone = lockstep::ProcessGroup().transport() == "shm";
+  for (auto dtype : {torch::kFloat, torch::kDouble, torch::kHalf, torch::kInt}) {
+    for (int64_t numel : {int64_t{15}, int64_t{(1 << 17) + 5}}) {
+      for (bool shared : {false, true}) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+          const auto ranges = ranges_over(numel, n);
+          const auto input = input_for(r, n, numel, op).to(dtype);
+          torch::Tensor t = shared ? lockstep::empty_shared({numel}, dtype) : torch::empty({numel}, dtype);
+          t.copy_(input);
+          if (numel > 1000) {
+            lockstep::reduce_to_owners_async(t, ranges, op).wait();
+          } else {
+            lockstep::reduce_to_owners(t, ranges, op);
+          }
+          const auto want = expected_reduction(n, numel, op, dtype);
+          int64_t begin = 0;
+          for (const auto& range : ranges) {
+            const std::string what = "reduce_to_owners(" + lockstep::to_string(op) + ", " + c10::toString(dtype) +
+                                     ", " + std::to_string(numel) + (shared ? ", shared" : "") + ") range " +
+                                     std::to_string(begin) + ".." + std::to_string(range.end) + " of rank " +
+                                     std::to_string(range.owner);
+            const auto got = t.slice(0, begin, range.end);
+            if (range.owner == lockstep::kEveryRank || range.owner == r) {
+              expect_equal(got, want.slice(0, begin, range.end), what);
+            } else if (owners_alone && op != ReduceOp::Avg) {
+              expect_equal(got, input.slice(0, begin, range.end), what + ", another's");
+            }
+            begin = range.end;
+          }
+        }
+      }
+    }
+  }
+}
+
 void check_everything() {
   const int r = lockstep::rank();
   const int n = lockstep::world_size();
@@ -190,6 +240,7 @@ void check_everything() {
   check_all_reduce(r, n, torch::kHalf, (1 << 18) + 1);
   check_coalesced(r, n);
   check_shared_tensors(r, n);
+  check_reduce_to_owners(r, n);
 
   // Many async calls in flight at once complete in order with the right values.
   std::vector<torch::Tensor> pending;

@@ -79,6 +79,20 @@ void expect_exact_collectives(int n, int64_t length) {
     check(scattered.equal(torch::arange(r * length, (r + 1) * length, torch::kDouble) * n + sum_ranks),
           "reduce_scatter");
 
+    // Each range's sum in its owner's tensor alone: the others' keep their input.
+    const Tensor input = torch::arange(length, torch::kDouble).fmod(7).add(r);
+    const Tensor reduced = torch::arange(length, torch::kDouble).fmod(7) * n + sum_ranks;
+    const std::vector<OwnedRange> ranges{{length / 3, kEveryRank}, {2 * length / 3, 0}, {length, n - 1}};
+    Tensor owned = input.clone();
+    reduce_to_owners(owned, ranges);
+    int64_t begin = 0;
+    for (const auto& range : ranges) {
+      const bool needed = range.owner == kEveryRank || range.owner == r;
+      check(owned.slice(0, begin, range.end).equal((needed ? reduced : input).slice(0, begin, range.end)),
+            "reduce_to_owners range ending at " + std::to_string(range.end));
+      begin = range.end;
+    }
+
     std::vector<Tensor> many{torch::full({3}, r + 0.0), torch::full({length}, r, torch::kLong)};
     all_reduce(many);
     check(many[0].equal(torch::full({3}, static_cast<float>(sum_ranks))) &&

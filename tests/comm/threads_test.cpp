@@ -158,6 +158,48 @@ TEST(Threads, ParametersThatRequireGradCanBeWrittenInPlace) {
   for (bool ok : results) EXPECT_TRUE(ok);
 }
 
+TEST(Threads, OwnedRangesThatDoNotFitTheTensorOrDifferAcrossRanksAreRefused) {
+  const auto results = on_threads(
+      2,
+      [](Communicator& comm) {
+        std::vector<std::string> messages;
+        const std::vector<std::vector<OwnedRange>> bad{{{2, 0}}, {{2, 1}, {1, 0}, {4, 0}}, {{4, 2}}};
+        for (const auto& ranges : bad) {
+          try {
+            comm.reduce_to_owners(torch::ones({4}), ranges, ReduceOp::Sum, true);
+            messages.push_back("no error");
+          } catch (const Error& e) {
+            messages.push_back(e.what());
+          }
+        }
+        // Ranges that are fine on each rank, but not the same.
+        const std::vector<OwnedRange> mine{{2, comm.rank()}, {4, kEveryRank}};
+        try {
+          comm.reduce_to_owners(torch::ones({4}), mine, ReduceOp::Sum, true);
+          messages.push_back("no error");
+        } catch (const Error& e) {
+          messages.push_back(e.what());
+        }
+        torch::Tensor t = torch::full({4}, comm.rank() + 1.0);
+        comm.reduce_to_owners(t, {{2, 1}, {4, kEveryRank}}, ReduceOp::Sum, true);  // the group still works
+        messages.push_back(t.slice(0, 2).equal(torch::full({2}, 3.0)) ? "usable" : "wrong sums");
+        return messages;
+      },
+      milliseconds(5000), /*debug=*/true);
+  const auto& m = results[0];
+  EXPECT_EQ(m[0],
+            "lockstep::reduce_to_owners: the ranges cover 2 of the tensor's 4 elements; the last one must end at 4");
+  EXPECT_EQ(m[1],
+            "lockstep::reduce_to_owners: range 1 (end 1, owner 0) does not end between its start 2 and the "
+            "tensor's 4 elements");
+  EXPECT_EQ(m[2],
+            "lockstep::reduce_to_owners: range 0 (end 4, owner 2) is owned by no rank: owners are 0..1 or "
+            "kEveryRank");
+  EXPECT_NE(m[3].find("ranks called different collectives"), std::string::npos) << m[3];
+  EXPECT_NE(m[3].find("rank 1: reduce_to_owners #0 (float32[4], Sum, ranges "), std::string::npos) << m[3];
+  EXPECT_EQ(m[4], "usable");
+}
+
 TEST(Threads, BadTensorsAreRejectedBeforeAnythingIsSent) {
   const auto results = on_threads(1, [](Communicator& comm) {
     std::vector<std::string> messages;

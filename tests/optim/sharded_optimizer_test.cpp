@@ -3,6 +3,8 @@
 // clipping, plus RMSprop and Adagrad, 20 steps each under a changing learning rate: every
 // parameter has the bits that DDP with the unsharded optimizer gives, each rank holds the
 // state of its partition only, and the state consolidated on rank 0 is the unsharded one's.
+#include <set>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -98,6 +100,65 @@ TEST(ShardedOptimizer, WithShardedGradientsBucketsCloseAtHalfTheCap) {
   for (size_t b = 1; b + 1 < sharded[0].size(); ++b) EXPECT_EQ(sharded[0][b], 2 * kLayerBytes) << b;
   EXPECT_GT(sharded[0].size(), unsharded[0].size());
   EXPECT_LE(bucket_bytes, 2 * 2 * kLayerBytes);
+}
+
+// Under ZeRO-2 each bucket reaches its hook with the owners of its parameters' elements,
+// in the order of its members, where every rank may otherwise all-reduce it; the default
+// hook reduces it to them (reduce_to_owners, exact values in collectives_worker.cpp).
+TEST(ShardedOptimizer, WithShardedGradientsEachBucketGoesToTheOwnersOfItsParameters) {
+  std::vector<std::vector<std::vector<OwnedRange>>> seen(3);  // per rank, each bucket's owners
+  std::vector<std::vector<std::vector<OwnedRange>>> expected(3);
+  run_replicas(
+      3,
+      [&](ProcessGroup group) {
+        const int r = group.rank();
+        torch::nn::Sequential model;
+        const std::vector<int64_t> widths{8, 24, 16, 4, 32, 8, 8};
+        for (size_t k = 0; k + 1 < widths.size(); ++k) model->push_back(torch::nn::Linear(widths[k], widths[k + 1]));
+        CommHook sum = allreduce_hook();
+        DistributedDataParallel ddp(model.ptr(), DDPOptions().first_bucket_cap_mb(1e-6).bucket_cap_mb(2e-3).comm_hook(
+                                                     [&, r](GradBucket& bucket) {
+                                                       seen[r].push_back(bucket.owners);
+                                                       return sum(bucket);
+                                                     }));
+        ShardedOptimizer<torch::optim::Adam> optimizer(model->parameters(), torch::optim::AdamOptions(0.1));
+        ddp.shard_gradients(optimizer);
+        model->forward(torch::ones({2, 8}) * (r + 1)).sum().backward();
+        const auto params = model->parameters();
+        for (const auto& members : ddp.buckets()) {
+          std::vector<OwnedRange> ranges;
+          int64_t end = 0;
+          for (size_t i : members) {
+            end += params[i].numel();
+            const int owner = optimizer.owners()[i];
+            if (!ranges.empty() && ranges.back().owner == owner) {
+              ranges.back().end = end;
+            } else {
+              ranges.push_back({end, owner});
+            }
+          }
+          expected[r].push_back(ranges);
+        }
+      },
+      ReplicaOptions().threads(1).timeout(std::chrono::seconds(60)));
+  auto text = [](const std::vector<std::vector<OwnedRange>>& buckets) {
+    std::string out;
+    for (const auto& ranges : buckets) {
+      for (const auto& range : ranges) out += std::to_string(range.end) + ":" + std::to_string(range.owner) + " ";
+      out += "| ";
+    }
+    return out;
+  };
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(text(seen[r]), text(expected[r])) << "rank " << r;
+    EXPECT_EQ(text(seen[r]), text(seen[0])) << "rank " << r;
+  }
+  EXPECT_GT(seen[0].size(), 2u);
+  std::set<int> owners;
+  for (const auto& ranges : seen[0]) {
+    for (const auto& range : ranges) owners.insert(range.owner);
+  }
+  EXPECT_EQ(owners, (std::set<int>{0, 1, 2}));
 }
 
 TEST(ShardedOptimizer, ParametersThatDifferBetweenRanksAreNamedOnEveryRank) {

@@ -56,6 +56,17 @@ at::Tensor reduce_scatter(const at::Tensor& input, ReduceOp op = ReduceOp::Sum,
                           const ProcessGroup& group = ProcessGroup());
 Work reduce_scatter_async(at::Tensor input, ReduceOp op = ReduceOp::Sum, const ProcessGroup& group = ProcessGroup());
 
+/// Reduces `tensor` in place where each range's owner needs the result (ZeRO-2's gradient
+/// buckets): after it, the elements of this rank's ranges and of kEveryRank's hold the
+/// reduced values, the others what the transport left there. Every rank passes the same
+/// ranges, which cover the tensor. The sums are all_reduce's, bit for bit: shared memory
+/// and threads write each range's sum into its owner's tensor alone; Gloo, MPI and NCCL,
+/// whose reduce-scatters would order the sums of three or more ranks otherwise, all-reduce.
+void reduce_to_owners(at::Tensor& tensor, std::vector<OwnedRange> ranges, ReduceOp op = ReduceOp::Sum,
+                      const ProcessGroup& group = ProcessGroup());
+Work reduce_to_owners_async(at::Tensor tensor, std::vector<OwnedRange> ranges, ReduceOp op = ReduceOp::Sum,
+                            const ProcessGroup& group = ProcessGroup());
+
 /// An uninitialised tensor whose all_reduce needs no staging copies: between ranks of one
 /// host it lives in shared memory that every local rank maps, so each rank reduces its
 /// slice of all ranks' tensors in place (DistributedDataParallel's buckets are made this

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace lockstep {
@@ -24,6 +25,15 @@ enum class InitMethod { Auto, Tcp, File, Mpi };
 
 /// Element-wise reduction. Avg is Sum divided by the world size (truncating for integers).
 enum class ReduceOp { Sum, Avg, Min, Max, Product };
+
+/// Elements of a tensor reduced by reduce_to_owners, from the previous range's end (0 for
+/// the first) up to `end`, and the rank that needs their sum: `owner`, or every rank
+/// (kEveryRank).
+struct OwnedRange {
+  int64_t end;
+  int owner;
+};
+constexpr int kEveryRank = -1;
 
 std::string to_string(Backend backend);
 std::string to_string(DeviceBackend backend);

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "lockstep/comm/process_group.h"
+#include "lockstep/comm/types.h"
 
 namespace lockstep {
 
@@ -20,6 +22,11 @@ struct GradBucket {
   /// nothing is left to overlap it with and a hook may as well reduce it on the calling
   /// thread (the built-in hooks do, which spares waking a background thread every step).
   bool last = false;
+  /// With sharded gradients (ZeRO-2), who needs which of the buffer's sums: the rank that
+  /// steps each parameter, every rank for the parameters no rank steps alone. A hook may
+  /// pass them to reduce_to_owners, or sum the whole bucket as without. Empty: every rank
+  /// needs every sum.
+  std::vector<OwnedRange> owners;
 };
 
 /// A future of the reduced bucket: waits for the reduction and returns the summed contents
@@ -30,7 +37,7 @@ using ReducedBucket = std::function<at::Tensor()>;
 /// it, so that it overlaps the rest of backward) and returns its future.
 using CommHook = std::function<ReducedBucket(GradBucket& bucket)>;
 
-/// Sums the bucket across ranks: the default.
+/// Sums the bucket across ranks, for its owners where it has them: the default.
 CommHook allreduce_hook();
 /// Halves the bytes on the wire: sums a float16 copy, then scales it back into the bucket.
 CommHook fp16_compress_hook();

@@ -48,6 +48,7 @@ std::string to_string(Collective kind) {
     case Collective::Reduce: return "reduce";
     case Collective::AllGather: return "all_gather";
     case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::ReduceToOwners: return "reduce_to_owners";
     case Collective::Barrier: return "barrier";
     case Collective::NewGroup: return "new_group";
     case Collective::EmptyShared: return "empty_shared";
@@ -75,9 +76,11 @@ std::string Call::describe() const {
   }
   if (dtypes.size() > kMaxTensorsDescribed) out << ", ...";
   if (device_type != at::kCPU) out << " on " << at::DeviceTypeName(device_type, /*lower_case=*/true);
-  const bool reduces = kind == Collective::AllReduce || kind == Collective::Reduce || kind == Collective::ReduceScatter;
+  const bool reduces = kind == Collective::AllReduce || kind == Collective::Reduce ||
+                       kind == Collective::ReduceScatter || kind == Collective::ReduceToOwners;
   if (reduces) out << (dtypes.empty() ? "" : ", ") << to_string(op);
   if (kind == Collective::Broadcast || kind == Collective::Reduce) out << ", root " << root;
+  if (kind == Collective::ReduceToOwners) out << ", ranges " << std::hex << layout << std::dec;
   out << ")";
   return out.str();
 }
@@ -89,6 +92,7 @@ uint64_t Call::fingerprint() const {
   h.add(root);
   h.add(seq);
   h.add(device_type);
+  h.add(layout);
   for (size_t i = 0; i < dtypes.size(); ++i) {
     h.add(dtypes[i]);
     h.add(shapes[i].size());

@@ -11,7 +11,17 @@
 
 namespace lockstep {
 
-enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Barrier, NewGroup, EmptyShared };
+enum class Collective {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  ReduceToOwners,
+  Barrier,
+  NewGroup,
+  EmptyShared
+};
 
 std::string to_string(Collective kind);
 
@@ -31,7 +41,8 @@ struct Call {
   /// Where the tensors are (one device per call): ranks must agree on its type, not its
   /// index, since each rank may have a GPU of its own.
   at::DeviceType device_type = at::kCPU;
-  uint64_t seq = 0;  // how many collectives this rank called before this one
+  uint64_t seq = 0;     // how many collectives this rank called before this one
+  uint64_t layout = 0;  // reduce_to_owners: a hash of its ranges, which ranks must agree on
 
   Call(Collective kind, const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum, int root = 0);
 

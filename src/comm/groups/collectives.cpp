@@ -73,6 +73,15 @@ Work reduce_scatter_async(at::Tensor input, ReduceOp op, const ProcessGroup& gro
   return communicator_of(group, "reduce_scatter").reduce_scatter(std::move(input), op, /*blocking=*/false);
 }
 
+void reduce_to_owners(at::Tensor& tensor, std::vector<OwnedRange> ranges, ReduceOp op, const ProcessGroup& group) {
+  communicator_of(group, "reduce_to_owners").reduce_to_owners(tensor, std::move(ranges), op, /*blocking=*/true);
+}
+
+Work reduce_to_owners_async(at::Tensor tensor, std::vector<OwnedRange> ranges, ReduceOp op, const ProcessGroup& group) {
+  return communicator_of(group, "reduce_to_owners")
+      .reduce_to_owners(std::move(tensor), std::move(ranges), op, /*blocking=*/false);
+}
+
 at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, const ProcessGroup& group) {
   return communicator_of(group, "empty_shared").empty_shared(sizes, dtype);
 }

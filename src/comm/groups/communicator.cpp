@@ -257,6 +257,63 @@ Work Communicator::reduce_scatter(at::Tensor input, ReduceOp op, bool blocking) 
       blocking);
 }
 
+namespace {
+
+// Ranges that cover `numel` elements in order, each owned by a rank of the group or by all.
+void check_ranges(const std::vector<OwnedRange>& ranges, int64_t numel, int world_size) {
+  int64_t begin = 0;
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const OwnedRange& range = ranges[k];
+    const auto refuse = [&](const std::string& why) {
+      throw Error("lockstep::reduce_to_owners: range " + std::to_string(k) + " (end " + std::to_string(range.end) +
+                  ", owner " + std::to_string(range.owner) + ") " + why);
+    };
+    if (range.end < begin || range.end > numel) {
+      refuse("does not end between its start " + std::to_string(begin) + " and the tensor's " + std::to_string(numel) +
+             " elements");
+    }
+    if (range.owner != kEveryRank && (range.owner < 0 || range.owner >= world_size)) {
+      refuse("is owned by no rank: owners are 0.." + std::to_string(world_size - 1) + " or kEveryRank");
+    }
+    begin = range.end;
+  }
+  if (begin != numel) {
+    throw Error("lockstep::reduce_to_owners: the ranges cover " + std::to_string(begin) + " of the tensor's " +
+                std::to_string(numel) + " elements; the last one must end at " + std::to_string(numel));
+  }
+}
+
+uint64_t hash_of(const std::vector<OwnedRange>& ranges) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over (end, owner)
+  for (const auto& range : ranges) {
+    for (uint64_t word : {static_cast<uint64_t>(range.end), static_cast<uint64_t>(range.owner)}) {
+      h = (h ^ word) * 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+Work Communicator::reduce_to_owners(at::Tensor tensor, std::vector<OwnedRange> ranges, ReduceOp op, bool blocking) {
+  check_tensor(tensor, Collective::ReduceToOwners);
+  check_ranges(ranges, tensor.numel(), world_size_);
+  Call call(Collective::ReduceToOwners, {tensor}, op);
+  call.layout = hash_of(ranges);
+  return submit_on(
+      {tensor}, std::move(call),
+      [this, op, ranges = std::move(ranges)](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
+        at::Tensor& tensor = tensors[0];
+        if (tensor.numel() == 0) return std::move(tensors);
+        const bool as_sum = sent_as_sum(transport, op, tensor);
+        at::Tensor wire = tensor_on_the_wire(tensor, as_sum);
+        transport.reduce_to_owners(wire, ranges, op_on_the_wire(as_sum, op), c.tag());
+        if (as_sum) write_mean(wire, world_size_, tensor);
+        return std::move(tensors);
+      },
+      blocking);
+}
+
 at::Tensor Communicator::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype) {
   const at::Tensor like = at::empty({0}, at::TensorOptions().dtype(dtype));
   check_tensor(like, Collective::EmptyShared);  // names an unsupported dtype

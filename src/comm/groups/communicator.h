@@ -51,6 +51,7 @@ class Communicator {
   Work reduce(at::Tensor tensor, int root, ReduceOp op, bool blocking);
   Work all_gather(at::Tensor tensor, bool blocking);
   Work reduce_scatter(at::Tensor input, ReduceOp op, bool blocking);
+  Work reduce_to_owners(at::Tensor tensor, std::vector<OwnedRange> ranges, ReduceOp op, bool blocking);
   Work barrier(bool blocking);
   /// A tensor for collectives without staging copies (Transport::empty_shared), made in turn.
   at::Tensor empty_shared(at::IntArrayRef sizes, at::ScalarType dtype);

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include "comm/transports/owned_ranges.h"
 #include "comm/transports/reduce_kernels.h"
 
 namespace lockstep {
@@ -47,32 +48,43 @@ void ShmTransport::start_call() { deadline_.restart(); }
 void ShmTransport::meet(uint32_t tag) { meeting_.meet(++phase_, tag, deadline_); }
 
 void ShmTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
+  reduce_for(tensor, op, /*owners=*/nullptr, tag);
+}
+
+void ShmTransport::reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>& ranges, ReduceOp op,
+                                    uint32_t tag) {
+  reduce_for(tensor, op, &ranges, tag);
+}
+
+void ShmTransport::reduce_for(at::Tensor& tensor, ReduceOp op, const std::vector<OwnedRange>* owners, uint32_t tag) {
   start_call();
   if (tensor.nbytes() > kDirectBytes) {
     if (const auto place = find_shared(tensor)) {
-      return all_reduce_shared(*place, tensor.numel(), tensor.scalar_type(), op, tag);
+      return all_reduce_shared(*place, tensor.numel(), tensor.scalar_type(), op, owners, tag);
     }
   }
   reduce_into(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.scalar_type(), op,
-              /*keep=*/true, tag);
+              /*keep=*/true, owners, tag);
 }
 
 void ShmTransport::reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) {
   start_call();
   reduce_into(static_cast<char*>(tensor.data_ptr()), tensor.numel(), tensor.scalar_type(), op,
-              /*keep=*/rank_ == root, tag);
+              /*keep=*/rank_ == root, /*owners=*/nullptr, tag);
 }
 
-void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep, uint32_t tag) {
+void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep,
+                               const std::vector<OwnedRange>* owners, uint32_t tag) {
   const ReduceManyFunction combine = reduce_many_function(dtype, op);
   const size_t element = c10::elementSize(dtype);
   if (count * element <= kDirectBytes) {
     std::memcpy(slot(rank_), data, count * element);
     meet(tag);
-    if (keep) {
-      for (int r = 0; r < size_; ++r) inputs_[r] = slot(r);
-      combine(data, nullptr, inputs_.data(), size_, count);
-    }
+    for_each_owned(owners, 0, count, [&](size_t begin, size_t end, int owner) {
+      if (!keep || !needs(rank_, owner)) return;
+      for (int r = 0; r < size_; ++r) inputs_[r] = slot(r) + begin * element;
+      combine(data + begin * element, nullptr, inputs_.data(), size_, end - begin);
+    });
     half_ ^= 1;
     return;
   }
@@ -81,25 +93,33 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     const size_t n = std::min(per_round, count - offset);
     char* piece = data + offset * element;
     auto part = [&](int r) { return slice_of(r, size_, n, element); };
-    auto copy_part = [element](char* to, const char* from, const ElementRange& p) {
-      std::memcpy(to + p.begin * element, from + p.begin * element, (p.end - p.begin) * element);
+    // Over part `p` of this round's piece: `segment(begin, end, owner)`, relative to the piece.
+    auto for_each_owned_in = [&](const ElementRange& p, auto&& segment) {
+      for_each_owned(owners, offset + p.begin, offset + p.end,
+                     [&](size_t begin, size_t end, int owner) { segment(begin - offset, end - offset, owner); });
     };
     // The others need every part of this rank's data but the one it reduces itself.
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) copy_part(slot(rank_), piece, part(r));
+      const ElementRange p = part(r);
+      if (r != rank_)
+        std::memcpy(slot(rank_) + p.begin * element, piece + p.begin * element, (p.end - p.begin) * element);
     }
     meet(tag);
     // This rank's part: its own data straight from the tensor, the others' from their slots;
-    // the result goes into the tensor (when kept) and into this rank's slot for the others.
-    const ElementRange mine = part(rank_);
-    for (int r = 0; r < size_; ++r) {
-      inputs_[r] = (r == rank_ ? piece : slot(r)) + mine.begin * element;
-    }
-    combine(slot(rank_) + mine.begin * element, keep ? piece + mine.begin * element : nullptr, inputs_.data(), size_,
-            mine.end - mine.begin);
+    // the result goes into this rank's slot for the others, and into the tensor where this
+    // rank needs it.
+    for_each_owned_in(part(rank_), [&](size_t begin, size_t end, int owner) {
+      for (int r = 0; r < size_; ++r) inputs_[r] = (r == rank_ ? piece : slot(r)) + begin * element;
+      char* kept = keep && needs(rank_, owner) ? piece + begin * element : nullptr;
+      combine(slot(rank_) + begin * element, kept, inputs_.data(), size_, end - begin);
+    });
     meet(tag);
     for (int r = 0; r < size_ && keep; ++r) {
-      if (r != rank_) copy_part(piece, slot(r), part(r));
+      if (r == rank_) continue;
+      for_each_owned_in(part(r), [&](size_t begin, size_t end, int owner) {
+        if (needs(rank_, owner))
+          std::memcpy(piece + begin * element, slot(r) + begin * element, (end - begin) * element);
+      });
     }
     half_ ^= 1;
   }
@@ -172,7 +192,7 @@ std::optional<ShmTransport::SharedLocation> ShmTransport::find_shared(const at::
 }
 
 void ShmTransport::all_reduce_shared(const SharedLocation& place, size_t count, at::ScalarType dtype, ReduceOp op,
-                                     uint32_t tag) {
+                                     const std::vector<OwnedRange>* owners, uint32_t tag) {
   const ReduceManyFunction combine = reduce_many_function(dtype, op);
   const size_t element = c10::elementSize(dtype);
   char* first = static_cast<char*>(place.block->segment.data()) + place.offset;
@@ -182,19 +202,23 @@ void ShmTransport::all_reduce_shared(const SharedLocation& place, size_t count, 
   const uint32_t shared_tag = tag ^ 0x5a5a5a5au ^ static_cast<uint32_t>(place.offset * 2654435761u);
   meet(shared_tag);  // every rank's tensor holds its input
   // This rank's slice of every tensor is its alone until the next meeting: it reduces it in
-  // pieces that stay in cache while they are copied into the others' tensors.
+  // pieces that stay in cache while they are copied into the others' tensors; an owned
+  // piece's sum goes straight into its owner's tensor, and nowhere else.
   const ElementRange mine = slice_of(rank_, size_, count, element);
   const size_t per_piece = kSlotBytes / element;
   for (size_t begin = mine.begin; begin < mine.end; begin += per_piece) {
-    const size_t n = std::min(per_piece, mine.end - begin);
-    const size_t at = begin * element;
-    for (int r = 0; r < size_; ++r) inputs_[r] = tensor_of(r) + at;
-    combine(tensor_of(rank_) + at, nullptr, inputs_.data(), size_, n);
-    for (int r = 0; r < size_; ++r) {
-      if (r != rank_) std::memcpy(tensor_of(r) + at, tensor_of(rank_) + at, n * element);
-    }
+    for_each_owned(owners, begin, std::min(begin + per_piece, mine.end), [&](size_t from, size_t to, int owner) {
+      const size_t at = from * element;
+      const size_t bytes = (to - from) * element;
+      for (int r = 0; r < size_; ++r) inputs_[r] = tensor_of(r) + at;
+      const int into = owner == kEveryRank ? rank_ : owner;
+      combine(tensor_of(into) + at, nullptr, inputs_.data(), size_, to - from);
+      for (int r = 0; r < size_ && owner == kEveryRank; ++r) {
+        if (r != rank_) std::memcpy(tensor_of(r) + at, tensor_of(rank_) + at, bytes);
+      }
+    });
   }
-  meet(shared_tag);  // every slice is in every tensor
+  meet(shared_tag);  // every slice is in every tensor that needs it
 }
 
 void ShmTransport::broadcast(at::Tensor& tensor, int root, uint32_t tag) {

@@ -40,6 +40,8 @@ class ShmTransport : public HostTransport {
   void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override;
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
   void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) override;
+  /// Each range's sum goes to its owner alone: the same sums as all_reduce, fewer copies.
+  void reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>& ranges, ReduceOp op, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
   /// A tensor in a segment every local rank maps, rank r's in part r: all_reduce on it
@@ -58,11 +60,17 @@ class ShmTransport : public HostTransport {
     size_t offset;
   };
   std::optional<SharedLocation> find_shared(const at::Tensor& tensor);
-  /// Every rank reduces its slice of all ranks' tensors and writes it into all of them.
-  void all_reduce_shared(const SharedLocation& place, size_t count, at::ScalarType dtype, ReduceOp op, uint32_t tag);
+  /// all_reduce, or with `owners` reduce_to_owners.
+  void reduce_for(at::Tensor& tensor, ReduceOp op, const std::vector<OwnedRange>* owners, uint32_t tag);
+  /// Every rank reduces its slice of all ranks' tensors and writes it into all of them, or
+  /// into the owners' of its elements.
+  void all_reduce_shared(const SharedLocation& place, size_t count, at::ScalarType dtype, ReduceOp op,
+                         const std::vector<OwnedRange>* owners, uint32_t tag);
 
-  /// Reduces `data` across ranks; only ranks with `keep` write the result into it.
-  void reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep, uint32_t tag);
+  /// Reduces `data` across ranks; only ranks with `keep` write the result into it, and with
+  /// `owners` only the elements they own or every rank does.
+  void reduce_into(char* data, size_t count, at::ScalarType dtype, ReduceOp op, bool keep,
+                   const std::vector<OwnedRange>* owners, uint32_t tag);
   void gather_bytes(const char* input, char* output, size_t bytes, uint32_t tag);
   /// This round's slot of rank `r`.
   char* slot(int r) const;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "comm/transports/owned_ranges.h"
 #include "comm/transports/reduce_kernels.h"
 
 namespace lockstep {
@@ -40,25 +41,34 @@ void ThreadTransport::publish(const void* data, uint32_t tag) {
   meet(tag);
 }
 
-void ThreadTransport::reduce_slices(size_t count, at::ScalarType dtype, ReduceOp op, int into) {
+void ThreadTransport::reduce_slices(size_t count, at::ScalarType dtype, ReduceOp op, int into,
+                                    const std::vector<OwnedRange>* owners) {
   const ReduceManyFunction combine = reduce_many_function(dtype, op);
   const size_t element = c10::elementSize(dtype);
   // Only this rank touches this slice of any rank's data until the next meeting.
   const ElementRange mine = slice_of(rank_, size_, count, element);
-  if (mine.begin == mine.end) return;
-  const size_t at = mine.begin * element;
-  for (int r = 0; r < size_; ++r) inputs_[r] = peer(r) + at;
-  const int first = into < 0 ? rank_ : into;
-  combine(peer(first) + at, nullptr, inputs_.data(), size_, mine.end - mine.begin);
-  for (int r = 0; r < size_ && into < 0; ++r) {
-    if (r != first) std::memcpy(peer(r) + at, peer(first) + at, (mine.end - mine.begin) * element);
-  }
+  for_each_owned(owners, mine.begin, mine.end, [&](size_t begin, size_t end, int owner) {
+    const size_t at = begin * element;
+    for (int r = 0; r < size_; ++r) inputs_[r] = peer(r) + at;
+    const int first = into >= 0 ? into : owner == kEveryRank ? rank_ : owner;
+    combine(peer(first) + at, nullptr, inputs_.data(), size_, end - begin);
+    for (int r = 0; r < size_ && into < 0 && owner == kEveryRank; ++r) {
+      if (r != first) std::memcpy(peer(r) + at, peer(first) + at, (end - begin) * element);
+    }
+  });
 }
 
 void ThreadTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
   publish(tensor.data_ptr(), tag);
   reduce_slices(tensor.numel(), tensor.scalar_type(), op, /*into=*/-1);
   meet(tag);  // every slice is in every tensor
+}
+
+void ThreadTransport::reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>& ranges, ReduceOp op,
+                                       uint32_t tag) {
+  publish(tensor.data_ptr(), tag);
+  reduce_slices(tensor.numel(), tensor.scalar_type(), op, /*into=*/-1, &ranges);
+  meet(tag);  // every slice is in the tensors that need it
 }
 
 void ThreadTransport::reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) {

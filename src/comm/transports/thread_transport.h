@@ -49,6 +49,8 @@ class ThreadTransport : public HostTransport {
   void reduce(at::Tensor& tensor, int root, ReduceOp op, uint32_t tag) override;
   void all_gather(const at::Tensor& input, at::Tensor& output, uint32_t tag) override;
   void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag) override;
+  /// Each range's sum goes to its owner alone: the same sums as all_reduce, fewer copies.
+  void reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>& ranges, ReduceOp op, uint32_t tag) override;
   void barrier(uint32_t tag) override;
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
 
@@ -58,8 +60,10 @@ class ThreadTransport : public HostTransport {
   void publish(const void* data, uint32_t tag);
   char* peer(int r) const { return place_->published()[r]; }
   /// Each rank reduces its slice of the `count` elements every rank published, and writes
-  /// it into rank `into`'s data, or into every rank's when `into` is -1.
-  void reduce_slices(size_t count, at::ScalarType dtype, ReduceOp op, int into);
+  /// it into rank `into`'s data, or where `into` is -1 into every rank's, or with `owners`
+  /// into each element's owners'.
+  void reduce_slices(size_t count, at::ScalarType dtype, ReduceOp op, int into,
+                     const std::vector<OwnedRange>* owners = nullptr);
   void meet(uint32_t tag);
 
   std::shared_ptr<ThreadMeetingPlace> place_;

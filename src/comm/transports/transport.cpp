@@ -10,6 +10,10 @@ void Transport::reduce_scatter(const at::Tensor& input, at::Tensor& output, Redu
   output.copy_(reduced.chunk(size(), 0)[rank()]);
 }
 
+void Transport::reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>&, ReduceOp op, uint32_t tag) {
+  all_reduce(tensor, op, tag);
+}
+
 at::Tensor HostTransport::empty_shared(at::IntArrayRef sizes, at::ScalarType dtype, uint32_t) {
   return at::empty(sizes, at::TensorOptions().dtype(dtype));
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Stream.h>
@@ -41,6 +42,11 @@ class Transport {
   /// `output` is this rank's slice of the reduced input along dimension 0. The default
   /// all-reduces a copy of the input and keeps the slice.
   virtual void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op, uint32_t tag);
+  /// Reduces `tensor` where each of `ranges` has its owner (reduce_to_owners): the sums of
+  /// this rank's ranges and of kEveryRank's must be all_reduce's, bit for bit. The default
+  /// all-reduces: an engine's own reduce-scatter orders the sums of three or more ranks
+  /// otherwise than its all-reduce, and ZeRO-2 must step what DDP would.
+  virtual void reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>& ranges, ReduceOp op, uint32_t tag);
 
   /// Whether the transport takes Avg of `dtype` itself (NCCL's ncclAvg); otherwise the
   /// Communicator sends a Sum in averaging_dtype and divides.
