@@ -159,7 +159,12 @@ int mpi_pair(const std::string& out_path, const std::string& dir) {
           MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         },
         {[&](torch::Tensor& t) { over_mpi.all_reduce(t); }, [&](torch::Tensor& t) { over_shm.all_reduce(t); },
-         [&](torch::Tensor&) { over_shm.all_reduce(shared); }},
+         [&](torch::Tensor&) { over_shm.all_reduce(shared); },
+         [&](torch::Tensor&) {
+           // ZeRO-2's case: each half needed by one rank (reduce_to_owners).
+           const int64_t count = shared.numel();
+           over_shm.communicator->reduce_to_owners(shared, {{count / 2, 0}, {count, 1}}, lockstep::ReduceOp::Sum, true);
+         }},
         [&](int64_t count) { shared = over_shm.communicator->empty_shared({count}, at::kFloat).zero_(); });
   }
   MPI_Finalize();
@@ -275,8 +280,8 @@ int parent(const std::string& self) {
   const auto gloo = read_results(dir + "/gloo.txt");
   print_table(
       "Under mpirun: raw MPI_Allreduce, lockstep over MPI (LOCKSTEP_SHM=0), lockstep over shared memory "
-      "(an ordinary tensor, and one from empty_shared)",
-      {"MPI", "lockstep MPI", "shm", "shm shared"}, mpi);
+      "(an ordinary tensor, one from empty_shared, and that one reduced to the owners of its halves)",
+      {"MPI", "lockstep MPI", "shm", "shm shared", "shm to owners"}, mpi);
   print_table("Without MPI: raw gloo, lockstep over gloo (LOCKSTEP_SHM=0), lockstep over shared memory",
               {"gloo", "lockstep gloo", "shm"}, gloo);
   print_kernel_speeds();

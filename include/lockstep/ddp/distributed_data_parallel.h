@@ -108,7 +108,8 @@ class DistributedDataParallel {
 
   /// ZeRO stage 2 with `sharding` (a ShardedOptimizer of this model's parameters over this
   /// DDP's group): after each backward a rank keeps the reduced gradients of the parameters
-  /// it steps, and the others' grad() is undefined; buckets, of half bucket_cap_mb, hold
+  /// it steps, and the others' grad() is undefined; each bucket is reduced to the owners of
+  /// its gradients (GradBucket::owners, reduce_to_owners); buckets, of half bucket_cap_mb, hold
   /// gradients for one backward, on the CPU in two reduction buffers they take turns in
   /// (about one bucket_cap_mb in all). Every rank calls it, outside backward. Clip with
   /// sharding.clip_grad_norm(). ConfigError for another group, or under live recovery (a
