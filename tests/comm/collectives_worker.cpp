@@ -190,9 +190,14 @@ std::vector<lockstep::OwnedRange> ranges_over(int64_t numel, int n) {
 }
 
 // What reduce_to_owners gives this rank: each range it needs reduced; the rest as it was
-// where the transport sends each sum to its owner alone (shared memory, threads).
+// where the transport sends each sum to its owner alone (shared memory; gloo and MPI
+// between two ranks, for Sum).
 void check_reduce_to_owners(int r, int n) {
-  const bool owners_alone = lockstep::ProcessGroup().transport() == "shm";
+  const std::string transport = lockstep::ProcessGroup().transport();
+  const bool pair = n == 2 && (transport == "gloo" || transport == "mpi");
+  auto owners_alone = [&](ReduceOp op) {
+    return (transport == "shm" && op != ReduceOp::Avg) || (pair && op == ReduceOp::Sum);
+  };
   for (auto dtype : {torch::kFloat, torch::kDouble, torch::kHalf, torch::kInt}) {
     for (int64_t numel : {int64_t{15}, int64_t{(1 << 17) + 5}}) {
       for (bool shared : {false, true}) {
@@ -216,7 +221,7 @@ void check_reduce_to_owners(int r, int n) {
             const auto got = t.slice(0, begin, range.end);
             if (range.owner == lockstep::kEveryRank || range.owner == r) {
               expect_equal(got, want.slice(0, begin, range.end), what);
-            } else if (owners_alone && op != ReduceOp::Avg) {
+            } else if (owners_alone(op)) {
               expect_equal(got, input.slice(0, begin, range.end), what + ", another's");
             }
             begin = range.end;

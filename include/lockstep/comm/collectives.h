@@ -60,9 +60,10 @@ Work reduce_scatter_async(at::Tensor input, ReduceOp op = ReduceOp::Sum, const P
 /// buckets): after it, the elements of this rank's ranges and of kEveryRank's hold the
 /// reduced values, the others what the transport left there. Every rank passes the same
 /// ranges, which cover the tensor. The sums are all_reduce's, bit for bit: shared memory
-/// and threads write each range's sum into its owner's tensor alone; Gloo, MPI, NCCL and
-/// groups across hosts all-reduce (their reduce-scatters order the sums of three or more
-/// ranks otherwise).
+/// and threads write each range's sum into its owner's tensor alone, Gloo and MPI between
+/// two ranks send each only what it needs (Sum, Product); Gloo, MPI and NCCL with more
+/// ranks, and groups across hosts, all-reduce (their reduce-scatters order the sums of
+/// three or more ranks otherwise).
 void reduce_to_owners(at::Tensor& tensor, std::vector<OwnedRange> ranges, ReduceOp op = ReduceOp::Sum,
                       const ProcessGroup& group = ProcessGroup());
 Work reduce_to_owners_async(at::Tensor tensor, std::vector<OwnedRange> ranges, ReduceOp op = ReduceOp::Sum,

@@ -8,6 +8,8 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/reduce.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include "comm/transports/failure_reports.h"
 #include "job/process_sockets.h"
@@ -105,6 +107,28 @@ void GlooTransport::all_gather_bytes(const void* input, void* output, size_t byt
   opts.setTag(tag);
   opts.setTimeout(timeout_);
   gloo::allgather(opts);
+}
+
+void GlooTransport::exchange_with_peer(const void* send, size_t send_bytes, void* receive, size_t receive_bytes,
+                                       uint32_t tag) {
+  // A slot of no gloo collective's prefix (gloo/types.h has 0x01 to 0x08).
+  constexpr uint8_t kPairSlotPrefix = 0x7e;
+  const uint64_t slot = gloo::Slot::build(kPairSlotPrefix, tag);
+  const int peer = 1 - rank();
+  // Sizes mirror each other: what one rank sends, the other receives.
+  std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
+  if (receive_bytes > 0) {
+    in = context_->createUnboundBuffer(receive, receive_bytes);
+    in->recv(peer, slot);
+  }
+  if (send_bytes > 0) {
+    out = context_->createUnboundBuffer(const_cast<void*>(send), send_bytes);
+    out->send(peer, slot);
+  }
+  if (in && !in->waitRecv(timeout_))
+    throw Error("lockstep: gloo: receiving from rank " + std::to_string(peer) + " was aborted");
+  if (out && !out->waitSend(timeout_))
+    throw Error("lockstep: gloo: sending to rank " + std::to_string(peer) + " was aborted");
 }
 
 void GlooTransport::abort(const std::string&) { shut_down(sockets_); }

@@ -37,6 +37,11 @@ class GlooTransport : public HostTransport {
   void all_gather_bytes(const void* input, void* output, size_t bytes, uint32_t tag) override;
   void abort(const std::string& why) override;
 
+ protected:
+  bool exchanges_with_peer() const override { return true; }
+  void exchange_with_peer(const void* send, size_t send_bytes, void* receive, size_t receive_bytes,
+                          uint32_t tag) override;
+
  private:
   std::shared_ptr<gloo::Context> context_;
   std::chrono::milliseconds timeout_;

@@ -90,6 +90,16 @@ void MpiTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t) {
             "MPI_Allreduce");
 }
 
+void MpiTransport::exchange_with_peer(const void* send, size_t send_bytes, void* receive, size_t receive_bytes,
+                                      uint32_t) {
+  // Calls are made in one order everywhere, so one tag serves them all.
+  constexpr int kPairTag = 29;
+  const int peer = 1 - rank_;
+  check_mpi(MPI_Sendrecv(send, static_cast<int>(send_bytes), MPI_BYTE, peer, kPairTag, receive,
+                         static_cast<int>(receive_bytes), MPI_BYTE, peer, kPairTag, comm_, MPI_STATUS_IGNORE),
+            "MPI_Sendrecv");
+}
+
 void MpiTransport::broadcast(at::Tensor& tensor, int root, uint32_t) {
   check_mpi(MPI_Bcast(tensor.data_ptr(), count_of(tensor), datatype(tensor.scalar_type()), root, comm_), "MPI_Bcast");
 }

@@ -35,6 +35,11 @@ class MpiTransport : public HostTransport {
   bool same_fingerprint_everywhere(uint64_t fingerprint) override;
   bool can_give_up() const override { return false; }
 
+ protected:
+  bool exchanges_with_peer() const override { return true; }
+  void exchange_with_peer(const void* send, size_t send_bytes, void* receive, size_t receive_bytes,
+                          uint32_t tag) override;
+
  private:
   MPI_Op op_for(at::ScalarType dtype, ReduceOp op) const;
 

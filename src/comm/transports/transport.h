@@ -45,12 +45,22 @@ class Transport {
   /// Reduces `tensor` where each of `ranges` has its owner (reduce_to_owners): the sums of
   /// this rank's ranges and of kEveryRank's must be all_reduce's, bit for bit. The default
   /// all-reduces: an engine's own reduce-scatter orders the sums of three or more ranks
-  /// otherwise than its all-reduce, and ZeRO-2 must step what DDP would.
+  /// otherwise than its all-reduce, and ZeRO-2 must step what DDP would. Between two ranks,
+  /// where a sum or product is the same whichever rank computes it, a transport that
+  /// exchanges_with_peer() sends the other rank only the elements it needs.
   virtual void reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>& ranges, ReduceOp op, uint32_t tag);
 
   /// Whether the transport takes Avg of `dtype` itself (NCCL's ncclAvg); otherwise the
   /// Communicator sends a Sum in averaging_dtype and divides.
   virtual bool averages(at::ScalarType) const { return false; }
+
+ protected:
+  /// Whether exchange_with_peer() works (in a group of two).
+  virtual bool exchanges_with_peer() const { return false; }
+  /// In a group of two: sends `send_bytes` to the other rank and receives `receive_bytes`
+  /// from it, which it sends in the same call.
+  virtual void exchange_with_peer(const void* send, size_t send_bytes, void* receive, size_t receive_bytes,
+                                  uint32_t tag);
 };
 
 /// A transport of host memory, which every group has: it also carries the group's barriers,
