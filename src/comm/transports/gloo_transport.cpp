@@ -125,10 +125,12 @@ void GlooTransport::exchange_with_peer(const void* send, size_t send_bytes, void
     out = context_->createUnboundBuffer(const_cast<void*>(send), send_bytes);
     out->send(peer, slot);
   }
-  if (in && !in->waitRecv(timeout_))
+  if (in && !in->waitRecv(timeout_)) {
     throw Error("lockstep: gloo: receiving from rank " + std::to_string(peer) + " was aborted");
-  if (out && !out->waitSend(timeout_))
+  }
+  if (out && !out->waitSend(timeout_)) {
     throw Error("lockstep: gloo: sending to rank " + std::to_string(peer) + " was aborted");
+  }
 }
 
 void GlooTransport::abort(const std::string&) { shut_down(sockets_); }

@@ -100,9 +100,9 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     };
     // The others need every part of this rank's data but the one it reduces itself.
     for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
       const ElementRange p = part(r);
-      if (r != rank_)
-        std::memcpy(slot(rank_) + p.begin * element, piece + p.begin * element, (p.end - p.begin) * element);
+      std::memcpy(slot(rank_) + p.begin * element, piece + p.begin * element, (p.end - p.begin) * element);
     }
     meet(tag);
     // This rank's part: its own data straight from the tensor, the others' from their slots;
@@ -117,8 +117,8 @@ void ShmTransport::reduce_into(char* data, size_t count, at::ScalarType dtype, R
     for (int r = 0; r < size_ && keep; ++r) {
       if (r == rank_) continue;
       for_each_owned_in(part(r), [&](size_t begin, size_t end, int owner) {
-        if (needs(rank_, owner))
-          std::memcpy(piece + begin * element, slot(r) + begin * element, (end - begin) * element);
+        if (!needs(rank_, owner)) return;
+        std::memcpy(piece + begin * element, slot(r) + begin * element, (end - begin) * element);
       });
     }
     half_ ^= 1;

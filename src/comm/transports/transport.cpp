@@ -28,8 +28,14 @@ void Transport::reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRang
   std::vector<ElementRange> theirs, mine;  // the elements the peer needs, and this rank
   size_t theirs_count = 0, mine_count = 0;
   for_each_owned(&ranges, 0, tensor.numel(), [&](size_t begin, size_t end, int owner) {
-    if (needs(peer, owner)) theirs.push_back({begin, end}), theirs_count += end - begin;
-    if (needs(rank(), owner)) mine.push_back({begin, end}), mine_count += end - begin;
+    if (needs(peer, owner)) {
+      theirs.push_back({begin, end});
+      theirs_count += end - begin;
+    }
+    if (needs(rank(), owner)) {
+      mine.push_back({begin, end});
+      mine_count += end - begin;
+    }
   });
   std::vector<char> sent(theirs_count * element), received(mine_count * element);
   size_t at = 0;
