@@ -11,6 +11,8 @@
 // and what lets backward() return with every gradient reduced, no finish call to forget.
 #include <torch/csrc/autograd/engine.h>
 
+#include "comm/groups/communicator.h"
+#include "comm/groups/process_group.h"
 #include "ddp/bucket_assigner.h"
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
@@ -244,12 +246,16 @@ int64_t GradientReducer::bucket_cap() const {
   // Two buckets in their turns then hold what one of DDP's does: the memory a rank spends
   // beyond its share of the gradients (ResNet-50 on 3 ranks: 0.391x of DDP + Adam's
   // gradient and state bytes with whole buckets; bench/zero).
-  return shards_gradients() ? options_.bucket_bytes / 2 : options_.bucket_bytes;
+  return shards_gradients() && half_buckets_ ? options_.bucket_bytes / 2 : options_.bucket_bytes;
 }
 
 void GradientReducer::shard_gradients(std::vector<int> owners) {
   if (in_backward_) throw Error("lockstep::DistributedDataParallel::shard_gradients: called during backward");
   owners_ = std::move(owners);
+  // Where an element's sum depends on where it lies in its bucket (an engine over three or
+  // more ranks), ZeRO-2 keeps DDP's buckets: it then sums, and steps, DDP's bits.
+  const at::Device device = trained_.empty() ? at::Device(at::kCPU) : parameters_[trained_.front()].device();
+  half_buckets_ = communicator_of(options_.group, "shard_gradients").sums_independent_of_layout(device);
   // In the order they are in now (learned, or registration order before the first backward),
   // with the smaller cap; buckets are taken for each backward from now on.
   std::vector<size_t> order;

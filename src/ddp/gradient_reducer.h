@@ -162,6 +162,9 @@ class GradientReducer {
   // before the bucket's slot was zeroed for the reduction, put back if no rank used it.
   std::vector<at::Tensor> unused_before_;
   std::vector<int> owners_;  // per parameter, with sharded gradients: the rank that gets it
+  // With sharded gradients: buckets close at half the cap (bucket_cap) where the group sums
+  // an element alike in any bucket.
+  bool half_buckets_ = false;
   int group_rank_ = 0;
   std::vector<char> ready_;  // per parameter, in this backward
   std::vector<size_t> arrival_order_;

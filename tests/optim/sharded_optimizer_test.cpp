@@ -15,11 +15,16 @@
 namespace lockstep::testing {
 namespace {
 
+// `hosts`: the ranks in that many "nodes" (GROUP_RANK), as even as they go.
 std::vector<std::string> outputs_of_processes(int n, const std::string& scenario,
-                                              const std::string& recovery = "restart", const std::string& shm = "1") {
-  const auto ranks =
-      run_processes(n, {OPTIM_WORKER, scenario},
-                    tcp_world(n, {{"LOCKSTEP_TIMEOUT", "30"}, {"LOCKSTEP_RECOVERY", recovery}, {"LOCKSTEP_SHM", shm}}));
+                                              const std::string& recovery = "restart", const std::string& shm = "1",
+                                              int hosts = 1) {
+  const auto world = tcp_world(n, {{"LOCKSTEP_TIMEOUT", "30"}, {"LOCKSTEP_RECOVERY", recovery}, {"LOCKSTEP_SHM", shm}});
+  const auto ranks = run_processes(n, {OPTIM_WORKER, scenario}, [&](int rank) {
+    Env env = world(rank);
+    if (hosts > 1) env["GROUP_RANK"] = std::to_string(rank * hosts / n);
+    return env;
+  });
   std::vector<std::string> outputs;
   for (size_t r = 0; r < ranks.size(); ++r) {
     EXPECT_EQ(ranks[r].exit_code, 0) << "rank " << r << ":\n" << ranks[r].output;
@@ -58,11 +63,19 @@ TEST(ShardedOptimizer, WithShardedGradientsMatchesTheUnshardedOptimizerOnTwoAndT
 }
 
 // Over gloo alone two ranks exchange only what the other steps, and each sum is a + b
-// whatever the buckets. (Three ranks over gloo sum an element in an order that depends on
-// where it lies in its bucket, so ZeRO-2's smaller buckets may round otherwise than DDP's;
-// docs/DESIGN.md.)
-TEST(ShardedOptimizer, WithShardedGradientsOverGlooMatchesTheUnshardedOptimizerOnTwoRanks) {
+// whatever the buckets. Three ranks over gloo sum an element in an order that depends on
+// where it lies in its bucket: there ZeRO-2 keeps DDP's buckets rather than halving them.
+TEST(ShardedOptimizer, WithShardedGradientsOverGlooMatchesTheUnshardedOptimizerOnTwoAndThreeRanks) {
   outputs_of_processes(2, "sharded-gradients-equivalence", "restart", "0");
+  outputs_of_processes(3, "sharded-gradients-equivalence", "restart", "0");
+}
+
+// Across hosts each host sums in rank order and the hosts' sums meet over gloo: on two
+// hosts every such sum is a + b, on three it depends on where the element lies, and there
+// ZeRO-2 keeps DDP's buckets too.
+TEST(ShardedOptimizer, WithShardedGradientsAcrossTwoAndThreeHostsMatchesTheUnshardedOptimizer) {
+  outputs_of_processes(4, "sharded-gradients-equivalence", "restart", "1", /*hosts=*/2);
+  outputs_of_processes(3, "sharded-gradients-equivalence", "restart", "1", /*hosts=*/3);
 }
 
 TEST(ShardedOptimizer, WithShardedGradientsMatchesTheUnshardedOptimizerOnTwoAndThreeReplicas) {

@@ -100,8 +100,11 @@ Trained make_trained(int stage, const Options& options) {
   Trained t;
   t.model = make_model();
   // Buckets of a few parameters each: with sharded gradients they take turns in two buffers.
+  // In the order gradients come in (the last bias first), DDP's buckets of 600 bytes are
+  // {the last bias}, {the last weight, the middle bias, the middle weight}, {the first bias
+  // and weight}, and ZeRO-2's half as large split the second one where they can.
   t.ddp = std::make_unique<lockstep::DistributedDataParallel>(
-      t.model.ptr(), lockstep::DDPOptions().first_bucket_cap_mb(0.0005).bucket_cap_mb(0.001));
+      t.model.ptr(), lockstep::DDPOptions().first_bucket_cap_mb(1e-5).bucket_cap_mb(600 / 1048576.0));
   const auto params = t.model->parameters();
   if (stage > 0) {
     auto sharded = std::make_unique<lockstep::ShardedOptimizer<Opt>>(params, options);
@@ -174,6 +177,7 @@ void equivalence_of(const Options& options, Variant variant, int stage = 1) {
     // fills before the one before it in its turn was launched, and moves in at its launch.
     std::vector<int64_t> order(sharded.model->parameters().size());
     std::iota(order.begin(), order.end(), 0);
+    plain.ddp->load_bucket_order(order);
     sharded.ddp->load_bucket_order(order);
   }
   auto& sharding = dynamic_cast<lockstep::OptimizerSharding&>(*sharded.optimizer);

@@ -109,15 +109,16 @@ class DistributedDataParallel {
   /// ZeRO stage 2 with `sharding` (a ShardedOptimizer of this model's parameters over this
   /// DDP's group): after each backward a rank keeps the reduced gradients of the parameters
   /// it steps, and the others' grad() is undefined; each bucket is reduced to the owners of
-  /// its gradients (GradBucket::owners, reduce_to_owners); buckets, of half bucket_cap_mb, hold
-  /// gradients for one backward, on the CPU in two reduction buffers they take turns in
-  /// (about one bucket_cap_mb in all). Every rank calls it, outside backward. Clip with
-  /// sharding.clip_grad_norm(). ConfigError for another group, or under live recovery (a
-  /// partition kept on two ranks).
+  /// its gradients (GradBucket::owners, reduce_to_owners); buckets hold gradients for one
+  /// backward, on the CPU in two reduction buffers they take turns in. They close at half
+  /// bucket_cap_mb (about one bucket_cap_mb in all) where the group sums an element alike in
+  /// any bucket (one host, two ranks, two hosts), and keep DDP's buckets, so as to sum what
+  /// DDP sums, where it does not (an engine over three or more ranks or hosts). Every rank
+  /// calls it, outside backward. Clip with sharding.clip_grad_norm(). ConfigError for
+  /// another group, or under live recovery (a partition kept on two ranks).
   void shard_gradients(const OptimizerSharding& sharding);
   /// Bytes DDP's buckets hold between backward passes: about the gradients' size, or once
-  /// shard_gradients() was called the two buffers they take turns in (about two buckets of
-  /// half bucket_cap_mb).
+  /// shard_gradients() was called the two buffers they take turns in (about two buckets).
   int64_t bucket_bytes() const;
 
  private:

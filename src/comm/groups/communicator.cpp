@@ -116,6 +116,12 @@ std::string Communicator::transport_name() const {
   return name;
 }
 
+bool Communicator::sums_independent_of_layout(at::Device device) const {
+  if (!host_->sums_independent_of_layout()) return false;
+  const auto found = devices_.find(device.type());
+  return found == devices_.end() || found->second->sums_independent_of_layout();
+}
+
 void Communicator::close() {
   std::lock_guard<std::mutex> lock(mutex_);
   closed_ = true;

@@ -45,6 +45,9 @@ class Communicator {
   HostTransport& host_transport() { return *host_; }
   /// What moves this group's tensors, e.g. "shm+gloo" or "gloo, nccl for cuda".
   std::string transport_name() const;
+  /// Whether every transport a tensor on `device` may take reduces an element alike wherever
+  /// it lies in the tensor (Transport::sums_independent_of_layout).
+  bool sums_independent_of_layout(at::Device device) const;
 
   Work all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking);
   Work broadcast(std::vector<at::Tensor> tensors, int root, bool blocking);

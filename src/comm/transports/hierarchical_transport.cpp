@@ -1,5 +1,6 @@
 #include "comm/transports/hierarchical_transport.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <ATen/ATen.h>
@@ -22,6 +23,11 @@ HierarchicalTransport::HierarchicalTransport(int rank, std::vector<HostRank> pla
       leaders_(std::move(leaders)),
       backend_name_(std::move(backend_name)),
       backend_checks_every_call_(backend_checks_every_call) {}
+
+bool HierarchicalTransport::sums_independent_of_layout() const {
+  const auto hosts = std::count_if(places_.begin(), places_.end(), [](const HostRank& p) { return p.local == 0; });
+  return local_->sums_independent_of_layout() && hosts <= 2;
+}
 
 void HierarchicalTransport::all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) {
   local_->reduce(tensor, 0, op, tag);

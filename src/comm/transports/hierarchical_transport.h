@@ -28,6 +28,8 @@ class HierarchicalTransport : public HostTransport {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(places_.size()); }
   std::string name() const override { return "shm+" + backend_name_; }
+  /// Each host sums in rank order; the hosts' sums meet in the backend.
+  bool sums_independent_of_layout() const override;
 
   void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) override;
   void broadcast(at::Tensor& tensor, int root, uint32_t tag) override;

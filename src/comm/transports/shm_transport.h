@@ -34,6 +34,7 @@ class ShmTransport : public HostTransport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "shm"; }
+  bool sums_independent_of_layout() const override { return true; }
 
   void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) override;
   void broadcast(at::Tensor& tensor, int root, uint32_t tag) override;

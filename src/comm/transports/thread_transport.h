@@ -43,6 +43,7 @@ class ThreadTransport : public HostTransport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "threads"; }
+  bool sums_independent_of_layout() const override { return true; }
 
   void all_reduce(at::Tensor& tensor, ReduceOp op, uint32_t tag) override;
   void broadcast(at::Tensor& tensor, int root, uint32_t tag) override;

@@ -50,6 +50,12 @@ class Transport {
   /// exchanges_with_peer() sends the other rank only the elements it needs.
   virtual void reduce_to_owners(at::Tensor& tensor, const std::vector<OwnedRange>& ranges, ReduceOp op, uint32_t tag);
 
+  /// Whether an element's reduction is the same wherever it lies in a tensor and however long
+  /// the tensor is: where every rank combines the ranks' values in rank order (shared memory,
+  /// threads) and between two ranks (a + b is b + a). An engine's ring over three or more
+  /// ranks starts each chunk's sum at another rank, so where an element lies decides its order.
+  virtual bool sums_independent_of_layout() const { return size() <= 2; }
+
   /// Whether the transport takes Avg of `dtype` itself (NCCL's ncclAvg); otherwise the
   /// Communicator sends a Sum in averaging_dtype and divides.
   virtual bool averages(at::ScalarType) const { return false; }
