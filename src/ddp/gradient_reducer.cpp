@@ -257,7 +257,7 @@ void GradientReducer::shard_gradients(std::vector<int> owners) {
   const at::Device device = trained_.empty() ? at::Device(at::kCPU) : parameters_[trained_.front()].device();
   half_buckets_ = communicator_of(options_.group, "shard_gradients").sums_independent_of_layout(device);
   // In the order they are in now (learned, or registration order before the first backward),
-  // with the smaller cap; buckets are taken for each backward from now on.
+  // closing at bucket_cap(); buckets are taken for each backward from now on.
   std::vector<size_t> order;
   for (const auto& bucket : buckets_) order.insert(order.end(), bucket.members.begin(), bucket.members.end());
   build_buckets(order);
