@@ -1,5 +1,6 @@
 #include "cuda_checks.h"
 
+#include <cmath>
 #include <vector>
 
 namespace lockstep::testing {
@@ -95,6 +96,12 @@ std::string wrong_collectives(const ProcessGroup& group, int64_t length, torch::
   check(equal_on_host(many_async[0], torch::full({length}, 3.0, torch::kDouble)) &&
             equal_on_host(many_async[1], torch::full({2}, 4.0, torch::kDouble)),
         "coalesced all_reduce_async Max");
+  // Over NCCL one group: the long Avg, a Sum divided afterwards, must read the sum made.
+  std::vector<Tensor> many_avg{torch::full({length}, 3.0 * r, on()), torch::full({length}, 3 * r, on(torch::kLong))};
+  all_reduce(many_avg, ReduceOp::Avg, group);
+  check(mean_on_host(many_avg[0], torch::full({length}, 3.0 * (n - 1) / 2, torch::kDouble)) &&
+            equal_on_host(many_avg[1], torch::full({length}, std::floor(3.0 * (n - 1) / 2), torch::kDouble)),
+        "coalesced all_reduce Avg of float32 and int64");
   std::vector<Tensor> broadcast_many{torch::full({length}, r == 0 ? 2.0 : 0.0, on()),
                                      torch::full({4}, r == 0 ? 9 : 0, on(torch::kByte))};
   broadcast(broadcast_many, 0, group);

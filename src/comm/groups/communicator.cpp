@@ -88,6 +88,39 @@ std::chrono::steady_clock::time_point coarse_now() {
                                                std::chrono::nanoseconds(now.tv_nsec));
 }
 
+// A coalesced call's tensors of one dtype: packed in one buffer, or one tensor moved in place.
+struct Pack {
+  at::Tensor packed;
+  std::vector<at::Tensor> parts;  // flat views of the tensors packed; none for one moved in place
+};
+
+// Tensors of one dtype travel packed in one buffer: one primitive per dtype, not per tensor.
+std::vector<Pack> packs_by_dtype(const std::vector<at::Tensor>& tensors) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) {
+    if (t.numel() > 0) by_dtype[t.scalar_type()].push_back(t.view(-1));
+  }
+  std::vector<Pack> packs;
+  for (auto& [dtype, parts] : by_dtype) {
+    if (parts.size() == 1) {
+      packs.push_back({parts[0], {}});  // alone in its dtype: no packing copies
+    } else {
+      packs.push_back({at::cat(parts), std::move(parts)});
+    }
+  }
+  return packs;
+}
+
+void unpack(const std::vector<Pack>& packs) {
+  for (const auto& pack : packs) {
+    int64_t offset = 0;
+    for (const auto& part : pack.parts) {
+      part.copy_(pack.packed.slice(0, offset, offset + part.numel()));
+      offset += part.numel();
+    }
+  }
+}
+
 // What ranks exchange to find out how their calls differ.
 struct CallSummary {
   uint64_t fingerprint;
@@ -143,28 +176,29 @@ void Communicator::stop_worker() {
 
 // ---- collectives: check arguments on the caller's thread, then queue the work ----
 
-template <typename Run>
-void Communicator::for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag, const Run& run) {
+template <typename Move, typename Finish>
+void Communicator::move_packed(Transport& transport, std::vector<at::Tensor>& tensors, uint32_t tag, const Move& move,
+                               const Finish& finish) {
   if (tensors.size() == 1) {
-    if (tensors[0].numel() > 0) run(tensors[0], tag);
+    if (tensors[0].numel() == 0) return;
+    at::Tensor moved = move(tensors[0], tag);
+    finish(moved, tensors[0]);
     return;
   }
-  // Tensors of one dtype travel packed in one buffer: one collective per dtype, not per tensor.
-  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
-  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t.view(-1));
-  for (auto& [dtype, flat_parts] : by_dtype) {
-    if (flat_parts.size() == 1) {  // alone in its dtype: moved in place, no packing copies
-      if (flat_parts[0].numel() > 0) run(flat_parts[0], tag++);
-      continue;
-    }
-    at::Tensor packed = at::cat(flat_parts);
-    if (packed.numel() > 0) run(packed, tag++);
-    int64_t offset = 0;
-    for (auto& part : flat_parts) {
-      part.copy_(packed.slice(0, offset, offset + part.numel()));
-      offset += part.numel();
-    }
+  std::vector<Pack> packs = packs_by_dtype(tensors);
+  std::vector<at::Tensor> moved(packs.size());
+  const auto move_all = [&] {
+    for (size_t i = 0; i < packs.size(); ++i) moved[i] = move(packs[i].packed, tag + static_cast<uint32_t>(i));
+  };
+  // Results are read only after the last primitive: inside an NCCL group, a kernel queued
+  // between two primitives would run before either of them.
+  if (packs.size() > 1) {
+    transport.together(move_all);
+  } else {
+    move_all();
   }
+  for (size_t i = 0; i < packs.size(); ++i) finish(moved[i], packs[i].packed);
+  unpack(packs);
 }
 
 Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool blocking) {
@@ -175,12 +209,16 @@ Work Communicator::all_reduce(std::vector<at::Tensor> tensors, ReduceOp op, bool
   return submit_on(
       std::move(tensors), std::move(call),
       [this, op](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-        for_each_packed(tensors, c.tag(), [&](at::Tensor& packed, uint32_t tag) {
+        const auto move = [&](at::Tensor& packed, uint32_t tag) {
           const bool as_sum = sent_as_sum(transport, op, packed);
           at::Tensor wire = tensor_on_the_wire(packed, as_sum);
           transport.all_reduce(wire, op_on_the_wire(as_sum, op), tag);
-          if (as_sum) write_mean(wire, world_size_, packed);
-        });
+          return wire;
+        };
+        const auto finish = [&](at::Tensor& wire, at::Tensor& packed) {
+          if (sent_as_sum(transport, op, packed)) write_mean(wire, world_size_, packed);
+        };
+        move_packed(transport, tensors, c.tag(), move, finish);
         return std::move(tensors);  // a task runs once: its tensors can move into the Work
       },
       blocking);
@@ -195,8 +233,11 @@ Work Communicator::broadcast(std::vector<at::Tensor> tensors, int root, bool blo
   return submit_on(
       std::move(tensors), std::move(call),
       [this, root](const Call& c, Transport& transport, std::vector<at::Tensor>& tensors) {
-        for_each_packed(tensors, c.tag(),
-                        [&](at::Tensor& packed, uint32_t tag) { transport.broadcast(packed, root, tag); });
+        const auto move = [&](at::Tensor& packed, uint32_t tag) {
+          transport.broadcast(packed, root, tag);
+          return packed;
+        };
+        move_packed(transport, tensors, c.tag(), move, [](at::Tensor&, at::Tensor&) {});
         return std::move(tensors);
       },
       blocking);

@@ -129,11 +129,15 @@ class Communicator {
                                      std::chrono::steady_clock::duration elapsed);
   void stop_worker();
   void worker_loop();
-  /// Runs `run` on each tensor, or, for several, on one packed buffer per dtype (tags
-  /// counting up from `tag`), copying the results back.
-  /// A template, defined and used in communicator.cpp only: no std::function to allocate.
-  template <typename Run>
-  void for_each_packed(std::vector<at::Tensor>& tensors, uint32_t tag, const Run& run);
+  /// Moves `tensors` with one primitive per dtype, on a packed buffer where a dtype has
+  /// several tensors (tags counting up from `tag`), the primitives together (one NCCL
+  /// group). `move(packed, tag)` runs one and returns the tensor it moved; once they all
+  /// ran, `finish(moved, packed)` writes each result into its buffer, and the buffers are
+  /// copied back. A template, defined and used in communicator.cpp only: a call of one
+  /// tensor makes no std::function.
+  template <typename Move, typename Finish>
+  void move_packed(Transport& transport, std::vector<at::Tensor>& tensors, uint32_t tag, const Move& move,
+                   const Finish& finish);
 
   const std::unique_ptr<HostTransport> host_;
   const DeviceTransports devices_;  // use host_, so they are destroyed first

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -144,6 +145,21 @@ class NcclTransport : public DeviceTransport {
     throw_unless_done(started, d.comm, "ncclReduceScatter");
   }
 
+  // Inside the group each primitive only records its work, on the communicator of the
+  // call's one device; ncclGroupEnd launches it all and, on a non-blocking communicator,
+  // may return while that is in progress.
+  void together(const std::function<void()>& primitives) override {
+    throw_unless_done(ncclGroupStart(), nullptr, "ncclGroupStart");
+    grouped_comm_ = nullptr;
+    try {
+      primitives();
+    } catch (...) {
+      ncclGroupEnd();  // the thread leaves the group whatever its primitives did
+      throw;
+    }
+    throw_unless_done(ncclGroupEnd(), grouped_comm_, "ncclGroupEnd of a coalesced call");
+  }
+
   // ncclAvg multiplies each rank's values by 1/size before summing, in the tensor's dtype:
   // it cannot overflow, but it rounds differently from the host transports' wider sums.
   bool averages(at::ScalarType dtype) const override { return at::isFloatingType(dtype); }
@@ -210,6 +226,7 @@ class NcclTransport : public DeviceTransport {
       throw Error("lockstep: NCCL's communicator for " + tensor.device().str() +
                   " was aborted after an earlier failure");
     }
+    grouped_comm_ = found->second->comm;
     return *found->second;
   }
 
@@ -356,6 +373,7 @@ class NcclTransport : public DeviceTransport {
   std::mutex mutex_;  // guards devices_: the watchdog asks for errors from its own thread
   std::map<int, std::unique_ptr<DeviceComm>> devices_;  // by device index; null: staged
   std::atomic<bool> left_gracefully_{false};
+  ncclComm_t grouped_comm_ = nullptr;  // the last primitive's: the group's, in together()
 };
 
 // The NCCL loaded at run time should be the one compiled against (cmake/nccl.cmake finds

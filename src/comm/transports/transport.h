@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,6 +57,11 @@ class Transport {
   /// ranks starts each chunk's sum at another rank, so where an element lies decides its order.
   virtual bool sums_independent_of_layout() const { return size() <= 2; }
 
+  /// Runs `primitives`, the several primitives of one call (a coalesced call's, one per
+  /// dtype), as one launch where the transport can: NCCL makes them one group, whose
+  /// primitives are queued only once the group ends, so nothing may read their results
+  /// before this returns. The default runs them in turn.
+  virtual void together(const std::function<void()>& primitives) { primitives(); }
   /// Whether the transport takes Avg of `dtype` itself (NCCL's ncclAvg); otherwise the
   /// Communicator sends a Sum in averaging_dtype and divides.
   virtual bool averages(at::ScalarType) const { return false; }
