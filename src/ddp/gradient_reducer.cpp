@@ -27,6 +27,8 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
   }
   group_rank_ = options_.group.rank();
   timeline_rank_ = options_.group.ranks().at(group_rank_);
+  device_times_.emplace(trained_.empty() ? at::Device(at::kCPU) : parameters_[trained_.front()].device(),
+                        timeline_rank_);
   location_.resize(parameters_.size());
   ready_.assign(parameters_.size(), 0);
   set_aside_.resize(parameters_.size());
@@ -365,7 +367,10 @@ void GradientReducer::launch_ready_buckets() {
     if (last) start_gradient_wait();
     if (!turns_.empty()) move_into_turn(next_to_launch_);
     GradBucket view{static_cast<int>(next_to_launch_), bucket.buffer, options_.group, last, bucket.owners};
-    if (timeline::detail::on()) bucket.launched_us = timeline::detail::now_us(timeline_rank_);
+    if (timeline::detail::on()) {
+      bucket.launched_us = timeline::detail::now_us(timeline_rank_);
+      bucket.launched_on_device = device_times_->bucket_launched();
+    }
     bucket.reduced = options_.comm_hook(view);
     ++next_to_launch_;
   }
@@ -377,7 +382,9 @@ void GradientReducer::start_gradient_wait() {
   recording_wait_ = timeline::detail::on();
   if (recording_wait_) {
     namespace tl = timeline::detail;
-    tl::record(timeline_rank_, tl::Track::training, 'B', tl::event::kGradientWait, tl::now_us(timeline_rank_));
+    const double now_us = tl::now_us(timeline_rank_);
+    tl::record(timeline_rank_, tl::Track::training, 'B', tl::event::kGradientWait, now_us);
+    device_times_->wait_began(now_us);
   }
 }
 
@@ -445,6 +452,11 @@ void GradientReducer::finish_backward() {
     if (buckets_[b].reduced) write_reduced_bucket(b, used);  // not yet written out in its turn
   }
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
+  if (recording_wait_ && device_times_->timed()) {
+    const auto on_device = device_times_->wait_ended();  // the host's wait is only queueing
+    last_wait_seconds_ = on_device ? *on_device : last_device_wait_seconds_;
+    last_device_wait_seconds_ = last_wait_seconds_;
+  }
   waiting_ = false;
   if (recording_wait_) {
     namespace tl = timeline::detail;
@@ -459,14 +471,21 @@ void GradientReducer::write_reduced_bucket(size_t b, const at::Tensor& used) {
   Bucket& bucket = buckets_[b];
   const at::Tensor reduced = bucket.reduced();
   if (recording_wait_) {
-    // From ready to reduced, as this rank saw it: launched, then its future waited for.
+    // From ready to reduced, as this rank saw it: launched, then its future waited for (on
+    // CUDA, as the device saw it).
     const int64_t bytes = bucket.buffer.numel() * static_cast<int64_t>(bucket.buffer.element_size());
-    tl::record(timeline_rank_, tl::Track::buckets, 'X', tl::event::bucket(b), bucket.launched_us,
-               tl::now_us(timeline_rank_),
-               tl::Args()
-                   .add(tl::key::kBucket, static_cast<int64_t>(b))
-                   .add(tl::key::kBytes, bytes)
-                   .add(tl::key::kParameters, static_cast<int64_t>(bucket.members.size())));
+    const auto parameters = static_cast<int64_t>(bucket.members.size());
+    if (bucket.launched_on_device) {
+      device_times_->bucket_written(b, bucket.launched_on_device, bucket.launched_us, bytes, parameters);
+      bucket.launched_on_device.reset();
+    } else {
+      tl::record(timeline_rank_, tl::Track::buckets, 'X', tl::event::bucket(b), bucket.launched_us,
+                 tl::now_us(timeline_rank_),
+                 tl::Args()
+                     .add(tl::key::kBucket, static_cast<int64_t>(b))
+                     .add(tl::key::kBytes, bytes)
+                     .add(tl::key::kParameters, parameters));
+    }
   }
   if (!reduced.is_same(bucket.buffer)) bucket.buffer.copy_(reduced);
   for (size_t slot = 0; slot < bucket.members.size(); ++slot) {

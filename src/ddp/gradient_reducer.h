@@ -2,11 +2,14 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "ddp/device_wait_times.h"
 #include "lockstep/ddp/comm_hook.h"
 
 namespace lockstep {
@@ -41,7 +44,8 @@ class GradientReducer {
 
   /// Per bucket, its parameters' indices, in launch order.
   std::vector<std::vector<size_t>> buckets() const;
-  /// How long the last finish of backward waited for its buckets, in seconds.
+  /// How long the last finish of backward waited for its buckets, in seconds; on CUDA
+  /// while the timeline records, the newest wait the device finished (DeviceWaitTimes).
   double last_wait_seconds() const { return last_wait_seconds_; }
 
   /// The order the buckets were rebuilt in after the first backward pass; empty before.
@@ -64,13 +68,14 @@ class GradientReducer {
  private:
   struct Bucket {
     int64_t numel = 0;
-    at::Tensor buffer;               // undefined between backward passes when gradients are sharded
-    std::vector<size_t> members;     // parameter indices
-    std::vector<at::Tensor> views;   // into buffer, shaped like each member
-    std::vector<OwnedRange> owners;  // with sharded gradients: who needs which elements
-    size_t pending = 0;              // gradients still to come in this backward
-    ReducedBucket reduced;           // set once launched
-    double launched_us = 0;          // for the timeline
+    at::Tensor buffer;                               // undefined between backward passes when gradients are sharded
+    std::vector<size_t> members;                     // parameter indices
+    std::vector<at::Tensor> views;                   // into buffer, shaped like each member
+    std::vector<OwnedRange> owners;                  // with sharded gradients: who needs which elements
+    size_t pending = 0;                              // gradients still to come in this backward
+    ReducedBucket reduced;                           // set once launched
+    double launched_us = 0;                          // for the timeline
+    std::shared_ptr<StreamMark> launched_on_device;  // on CUDA, while the timeline records
   };
 
   /// With sharded gradients on the CPU, bucket b is reduced in turn b % 2's buffer, in shared
@@ -146,9 +151,11 @@ class GradientReducer {
   std::vector<unsigned> hook_handles_;
 
   int timeline_rank_ = -1;  // this rank's row in the timeline: its rank in the default group
+  std::optional<DeviceWaitTimes> device_times_;
   double last_wait_seconds_ = 0;
-  bool waiting_ = false;         // start_gradient_wait() was called in this backward
-  bool recording_wait_ = false;  // ... and put the wait's start in the timeline
+  double last_device_wait_seconds_ = 0;  // the newest the device finished, on CUDA
+  bool waiting_ = false;                 // start_gradient_wait() was called in this backward
+  bool recording_wait_ = false;          // ... and put the wait's start in the timeline
   std::chrono::steady_clock::time_point waiting_since_;
   std::vector<Bucket> buckets_;
   std::vector<Turn> turns_;                          // with sharded gradients, where buckets can take turns

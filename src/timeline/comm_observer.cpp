@@ -46,14 +46,20 @@ class TimelineObserver : public lockstep::detail::CallObserver {
 
   void call_ended(const lockstep::detail::CallSeen& seen) override {
     const auto [bytes, dtypes] = bytes_and_dtypes(seen.call);
-    const auto args = Args()
-                          .add(key::kSeq, static_cast<int64_t>(seen.call.seq))
-                          .add(key::kGroup, seen.group)
-                          .add(key::kTransport, seen.transport)
-                          .add(key::kDtype, dtypes)
-                          .add(key::kBytes, bytes)
-                          .add(key::kQueuedUs, seen.queued_us > 0 ? seen.started_us - seen.queued_us : 0.0);
-    record(seen.world_rank, Track::collectives, 'X', to_string(seen.call.kind), seen.started_us, seen.ended_us, args);
+    auto args = Args()
+                    .add(key::kSeq, static_cast<int64_t>(seen.call.seq))
+                    .add(key::kGroup, seen.group)
+                    .add(key::kTransport, seen.transport)
+                    .add(key::kDtype, dtypes)
+                    .add(key::kBytes, bytes);
+    const StreamSpan& device = seen.on_device;
+    if (device.started && device.ended && seen.error == nullptr) {
+      record_device_span(seen.world_rank, Track::collectives, to_string(seen.call.kind), device.device, device.started,
+                         device.ended, seen.queued_us > 0 ? seen.queued_us : seen.started_us, args);
+      return;
+    }
+    record(seen.world_rank, Track::collectives, 'X', to_string(seen.call.kind), seen.started_us, seen.ended_us,
+           args.add(key::kQueuedUs, seen.queued_us > 0 ? seen.started_us - seen.queued_us : 0.0));
     if (seen.error == nullptr) return;
     const bool mismatch = dynamic_cast<const MismatchError*>(seen.error) != nullptr;
     record(seen.world_rank, Track::marks, 'i', mismatch ? event::kMismatch : event::kCollectiveFailed, seen.ended_us, 0,

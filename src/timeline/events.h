@@ -8,7 +8,7 @@
 // a key or a meaning raises it.
 namespace lockstep::timeline::format {
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  // 2: spans of device work (key::kDevice)
 
 /// The rows of a rank's process in the trace (its "tid").
 enum class Track : int { training = 1, buckets = 2, collectives = 3, marks = 4 };
@@ -49,6 +49,9 @@ inline constexpr char kTransport[] = "transport";
 inline constexpr char kDtype[] = "dtype";
 inline constexpr char kBytes[] = "bytes";
 inline constexpr char kQueuedUs[] = "queued_us";
+// A span of work on a device stream (CUDA), timed by the device: which device ("cuda:0").
+// Its queued_us is from the host's call to the device's start.
+inline constexpr char kDevice[] = "device";
 // A bucket's.
 inline constexpr char kBucket[] = "bucket";
 inline constexpr char kParameters[] = "parameters";

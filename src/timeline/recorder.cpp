@@ -2,17 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "comm/transports/stream_marks.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/error.h"
 #include "lockstep/timeline.h"
@@ -42,6 +45,13 @@ struct Event {
 struct ThreadBuffer {
   std::mutex mutex;
   std::vector<Event> events;
+};
+
+// A span of device work whose times the device has not given yet.
+struct DeviceSpan {
+  Event event;  // its start_us and end_us still to come
+  std::shared_ptr<StreamMark> start, end;
+  double called_us;
 };
 
 // One rank's open file.
@@ -76,6 +86,10 @@ class Recorder {
     }
     wake_.notify_all();
     if (writer_.joinable()) writer_.join();
+    {
+      std::lock_guard<std::mutex> lock(device_mutex_);
+      device_spans_.clear();  // as the process exits CUDA may be gone: not asked
+    }
     flush();
     std::lock_guard<std::mutex> lock(files_mutex_);
     for (auto& [rank, open] : files_) close(open);
@@ -116,7 +130,18 @@ class Recorder {
     if (!writer_.joinable()) writer_ = std::thread([this] { write_in_background(); });
   }
 
+  void append_device_span(DeviceSpan span) {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    device_spans_.push_back(std::move(span));
+  }
+
   std::string close(int rank) {
+    {
+      std::lock_guard<std::mutex> lock(device_mutex_);
+      for (auto& span : device_spans_) {
+        if (span.event.rank == rank) span.end->wait_steady_us();
+      }
+    }
     flush();
     std::lock_guard<std::mutex> lock(files_mutex_);
     const auto found = files_.find(rank);
@@ -161,10 +186,34 @@ class Recorder {
     }
   }
 
+  // The device spans whose marks the device passed, as events, in the order they came.
+  std::vector<Event> passed_device_spans() {
+    std::vector<Event> passed;
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    for (auto span = device_spans_.begin(); span != device_spans_.end();) {
+      const auto end = span->end->steady_us();
+      const auto start = end ? span->start->steady_us() : std::nullopt;
+      if (!start) {
+        ++span;
+        continue;
+      }
+      Event& e = span->event;
+      const double offset = test_hooks::clock_offset_us(e.rank);
+      e.start_us = *start + offset;
+      e.end_us = std::max(*end, *start) + offset;
+      if (span->called_us > 0) {
+        e.args += std::string(", \"") + key::kQueuedUs + "\": " + std::to_string(e.start_us - span->called_us);
+      }
+      passed.push_back(std::move(e));
+      span = device_spans_.erase(span);
+    }
+    return passed;
+  }
+
   // Writes every buffered event into its rank's file; those of ranks not recording are dropped.
   void flush() {
     std::lock_guard<std::mutex> flushing(flush_mutex_);  // one writer at a time, in order
-    std::vector<Event> events;
+    std::vector<Event> events = passed_device_spans();
     {
       std::lock_guard<std::mutex> lock(buffers_mutex_);
       for (auto& buffer : buffers_) {
@@ -195,6 +244,8 @@ class Recorder {
 
   std::mutex buffers_mutex_;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers_;
+  std::mutex device_mutex_;
+  std::list<DeviceSpan> device_spans_;
   std::mutex files_mutex_;
   std::map<int, RankFile> files_;
   std::mutex flush_mutex_;
@@ -228,6 +279,15 @@ double now_us(int rank) {
 void record(int rank, Track track, char phase, const std::string& name, double start_us, double end_us,
             const Args& args) {
   recorder().append(Event{rank, track, phase, name, start_us, end_us, args.json()});
+}
+
+void record_device_span(int rank, Track track, const std::string& name, const std::string& device,
+                        std::shared_ptr<StreamMark> start, std::shared_ptr<StreamMark> end, double called_us,
+                        const Args& args) {
+  Args with_device = args;
+  with_device.add(key::kDevice, device);
+  recorder().append_device_span(
+      DeviceSpan{Event{rank, track, 'X', name, 0, 0, with_device.json()}, std::move(start), std::move(end), called_us});
 }
 
 std::string quoted(const std::string& text) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -9,6 +10,10 @@
 // What lockstep's own code records into the timeline (include/lockstep/timeline.h), in the
 // format of timeline/events.h. Times are microseconds of the steady clock, which every
 // process of a host shares; the writer moves each rank's onto rank 0's clock.
+namespace lockstep {
+class StreamMark;  // comm/transports/stream_marks.h
+}
+
 namespace lockstep::timeline::detail {
 
 using format::Track;
@@ -62,5 +67,13 @@ class Args {
 /// ("i", at start_us).
 void record(int rank, Track track, char phase, const std::string& name, double start_us, double end_us = 0,
             const Args& args = Args());
+
+/// A span ("X") of work on `device`, from stream mark `start` to `end`: written once the
+/// device passed both (the writer asks every 100 ms; stop() waits for the rank's), with
+/// key::kDevice, and key::kQueuedUs from `called_us`, the host's time of the call that
+/// queued the work, to the span's start.
+void record_device_span(int rank, Track track, const std::string& name, const std::string& device,
+                        std::shared_ptr<StreamMark> start, std::shared_ptr<StreamMark> end, double called_us,
+                        const Args& args);
 
 }  // namespace lockstep::timeline::detail

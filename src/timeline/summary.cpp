@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -16,6 +17,7 @@ namespace key = format::key;
 
 constexpr int kTrainingTrack = static_cast<int>(format::Track::training);
 constexpr int kCollectivesTrack = static_cast<int>(format::Track::collectives);
+constexpr int kBucketsTrack = static_cast<int>(format::Track::buckets);
 
 double median_of(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -47,12 +49,37 @@ struct Span {
   nlohmann::json args;
 };
 
-// One rank's training-loop spans (B/E pairs and X events) and its collectives.
+// Work a device ran (CUDA): it belongs to the step whose loop called it, which the host,
+// running ahead, may have ended before the device began.
+struct DeviceWork {
+  double called;
+  Interval ran;
+};
+
+// The device work of `work` that the loop called between `from` and `to`.
+std::vector<Interval> called_between(const std::vector<DeviceWork>& work, double from, double to) {
+  std::vector<Interval> ran;
+  for (const auto& w : work) {
+    if (w.called >= from && w.called <= to) ran.push_back(w.ran);
+  }
+  return ran;
+}
+
+// One rank's training-loop spans (B/E pairs and X events) and its collectives; on CUDA its
+// collectives and gradient waits as the device ran them.
 struct RankEvents {
   std::string name;
   std::vector<Span> spans;
   std::vector<Interval> collectives;
+  std::vector<DeviceWork> device_collectives, device_waits;
 };
+
+DeviceWork device_work_of(const nlohmann::json& e) {
+  const double ts = e.value("ts", 0.0);
+  return {ts - e["args"].value(key::kQueuedUs, 0.0), {ts, ts + e.value("dur", 0.0)}};
+}
+
+bool on_device(const nlohmann::json& e) { return e.contains("args") && e["args"].contains(key::kDevice); }
 
 std::map<int, RankEvents> by_rank(const nlohmann::json& events) {
   std::map<int, RankEvents> ranks;
@@ -67,8 +94,12 @@ std::map<int, RankEvents> by_rank(const nlohmann::json& events) {
     const int tid = e.value("tid", 0);
     const double ts = e.value("ts", 0.0);
     auto& rank = ranks[pid];
-    if (tid == kCollectivesTrack && phase == "X") {
+    if (tid == kCollectivesTrack && phase == "X" && on_device(e)) {
+      rank.device_collectives.push_back(device_work_of(e));
+    } else if (tid == kCollectivesTrack && phase == "X") {
       rank.collectives.push_back({ts, ts + e.value("dur", 0.0)});
+    } else if (tid == kBucketsTrack && phase == "X" && on_device(e) && e.value("name", "") == event::kGradientWait) {
+      rank.device_waits.push_back(device_work_of(e));
     } else if (tid == kTrainingTrack && phase == "X") {
       rank.spans.push_back(
           {e.value("name", ""), ts, ts + e.value("dur", 0.0), e.value("args", nlohmann::json::object())});
@@ -100,12 +131,15 @@ std::vector<StepSplit> steps_of(const RankEvents& rank) {
       if (span.name == event::kDataWait) s.data += ms;
       if (span.name == event::kForward) forward += ms;
       if (span.name == event::kBackward) backward += ms;
-      if (span.name == event::kGradientWait) wait += ms;
+      if (span.name == event::kGradientWait && rank.device_waits.empty()) wait += ms;
       if (span.name == event::kOptimizerStep) optimizer += ms;
     }
+    constexpr double kAll = std::numeric_limits<double>::infinity();
+    for (const auto& w : called_between(rank.device_waits, step.start, step.end)) wait += (w.end - w.start) / 1000;
     s.compute = std::max(0.0, forward + backward - wait + optimizer);
     s.exposed = wait;
-    s.comm = covered(rank.collectives, step.start, step.end) / 1000;
+    s.comm = covered(rank.collectives, step.start, step.end) / 1000 +
+             covered(called_between(rank.device_collectives, step.start, step.end), -kAll, kAll) / 1000;
     steps.push_back(s);
   }
   return steps;

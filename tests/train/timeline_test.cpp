@@ -218,7 +218,7 @@ TEST(Timeline, FilesRecordTheirFormatAndANewerOneIsRefusedNamingTheFile) {
   const auto format =
       std::find_if(events.begin(), events.end(), [](const Json& e) { return e["name"] == "lockstep_timeline"; });
   ASSERT_NE(format, events.end());
-  EXPECT_EQ((*format)["args"]["version"], 1);
+  EXPECT_EQ((*format)["args"]["version"], 2);
 
   const std::string newer = dir.path() + "/newer.json", older = dir.path() + "/older.json";
   std::ofstream(newer) << R"([{"name": "lockstep_timeline", "ph": "M", "pid": 0, "args": {"version": 99}}])";
@@ -226,7 +226,7 @@ TEST(Timeline, FilesRecordTheirFormatAndANewerOneIsRefusedNamingTheFile) {
   const std::string merged = dir.path() + "/merged.json";
   const auto refused = run_process({LOCKSTEP_TOOL, "timeline", "merge", merged, older, newer});
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_TRUE(contains(refused.output, newer + ": a timeline of format 99, newer than this lockstep reads (1)"))
+  EXPECT_TRUE(contains(refused.output, newer + ": a timeline of format 99, newer than this lockstep reads (2)"))
       << refused.output;
   const auto read = run_process({LOCKSTEP_TOOL, "timeline", "merge", merged, older});
   EXPECT_EQ(read.exit_code, 0) << read.output;

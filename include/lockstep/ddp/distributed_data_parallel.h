@@ -93,7 +93,9 @@ class DistributedDataParallel {
   /// Number of buckets and, per bucket, its parameters' indices in module().parameters().
   std::vector<std::vector<size_t>> buckets() const;
   /// How long the last backward pass waited at its end for buckets still reducing: the
-  /// communication that backward did not hide (0 on a world of one).
+  /// communication that backward did not hide (0 on a world of one). On CUDA, where the host
+  /// only queues the wait, it is the device's while the timeline records, from the newest
+  /// backward the device finished; otherwise the host's.
   double last_gradient_wait_seconds() const;
 
   /// What DDP learned in the first backward pass: the parameters' indices (as in buckets())

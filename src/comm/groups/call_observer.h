@@ -4,6 +4,7 @@
 #include <string>
 
 #include "comm/calls/call.h"
+#include "comm/transports/stream_marks.h"
 #include "comm/world/environment.h"
 
 // Who watches this process's collectives and its ranks joining and leaving: the timeline,
@@ -19,6 +20,9 @@ struct CallSeen {
   std::string transport;
   double queued_us, started_us, ended_us;
   const std::exception* error;  // null: it succeeded
+  // Where its work ran on a device stream (CUDA), when it was timed there: the host's
+  // started_us and ended_us say only when it was queued.
+  StreamSpan on_device = {};
 };
 
 class CallObserver {

@@ -410,7 +410,8 @@ Work Communicator::submit(Call&& call, Body body, bool blocking) {
       blocking, nullptr);
 }
 
-Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done) {
+Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done,
+                                  std::shared_ptr<DeviceCall> device_call) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (closed_) {
     throw Error("lockstep: cannot run " + to_string(call.kind) +
@@ -430,7 +431,7 @@ Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::fu
   if (blocking && queue_.empty() && !busy_) {
     // Here: no thread hand-off for the common synchronous call, and no state for another
     // thread to wait on.
-    Task task{std::move(call), std::move(body), nullptr, queued_us};
+    Task task{std::move(call), std::move(body), nullptr, queued_us, std::move(device_call)};
     TaskResult result = run_as_the_runner(lock, &task, 1);
     lock.unlock();
     if (result.error) std::rethrow_exception(result.error);
@@ -441,7 +442,7 @@ Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::fu
   state->after_done = std::move(after_done);
   state->run_here = [this](detail::WorkState& waited) { run_queued_through(waited); };
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
-  queue_.push_back(Task{std::move(call), std::move(body), state, queued_us});
+  queue_.push_back(Task{std::move(call), std::move(body), state, queued_us, std::move(device_call)});
   changed_.notify_all();
   lock.unlock();
   Work work(state);
@@ -450,7 +451,8 @@ Work Communicator::submit_in_turn(Call&& call, Body body, bool blocking, std::fu
 }
 
 Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call&& call, TensorBody body, bool blocking) {
-  const auto device_call = begin_device_call(tensors, call.kind);
+  const detail::CallObserver* observer = detail::call_observer();
+  const auto device_call = begin_device_call(tensors, call.kind, observer != nullptr && observer->watching());
   if (!device_call) {
     return submit_in_turn(
         std::move(call),
@@ -472,7 +474,7 @@ Work Communicator::submit_on(std::vector<at::Tensor> tensors, Call&& call, Tenso
         if (device_call->device_work_pending()) watchdog_.watch_device_work(c, device_call);
         return outputs;
       },
-      blocking, [device_call] { device_call->order_current_stream(); });
+      blocking, [device_call] { device_call->order_current_stream(); }, device_call);
 }
 
 Communicator::TaskResult Communicator::run_as_the_runner(std::unique_lock<std::mutex>& lock, Task* tasks,
@@ -567,8 +569,9 @@ Communicator::TaskResult Communicator::execute(Task& task) {
 void Communicator::tell_observer(detail::CallObserver& observer, const Task& task, double started_us,
                                  const std::exception_ptr& error) const {
   const double ended_us = observer.now_us(timeline_rank_);
-  const detail::CallSeen seen{task.call,      timeline_rank_, timeline_group_, transport_name(),
-                              task.queued_us, started_us,     ended_us,        nullptr};
+  detail::CallSeen seen{task.call,      timeline_rank_, timeline_group_, transport_name(),
+                        task.queued_us, started_us,     ended_us,        nullptr};
+  if (task.device_call) seen.on_device = task.device_call->device_span();
   if (!error) return observer.call_ended(seen);
   try {
     std::rethrow_exception(error);

@@ -95,6 +95,7 @@ class Communicator {
     Body body;
     std::shared_ptr<detail::WorkState> state;  // null for a blocking call run on the spot
     double queued_us = 0;                      // when it was called, on the call observer's clock (0: none watched)
+    std::shared_ptr<DeviceCall> device_call;   // its tensors' device side; null on the CPU
   };
 
   /// What running a task gave: its outputs, or its error.
@@ -106,7 +107,8 @@ class Communicator {
   /// A call on the host transport alone.
   Work submit(Call&& call, Body body, bool blocking);
   /// `after_done` runs on the thread that waits for the work, once it succeeded.
-  Work submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done);
+  Work submit_in_turn(Call&& call, Body body, bool blocking, std::function<void()> after_done,
+                      std::shared_ptr<DeviceCall> device_call = nullptr);
   /// submit() for a collective on `tensors`, which may be on a device (comm/transports/device_call.h).
   Work submit_on(std::vector<at::Tensor> tensors, Call&& call, TensorBody body, bool blocking);
   TaskResult execute(Task& task);

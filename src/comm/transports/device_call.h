@@ -19,6 +19,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "comm/calls/call.h"
+#include "comm/transports/stream_marks.h"
 #include "comm/transports/transport.h"
 
 namespace lockstep {
@@ -44,12 +45,16 @@ class DeviceCall {
   /// own thread, without disturbing a graph another thread captures). False for work
   /// captured in a CUDA graph, which runs only when the graph is replayed.
   virtual bool device_work_pending() = 0;
+  /// Where its work began and ended on the stream run() queued it on, for the timeline:
+  /// null marks unless begin_device_call was asked to time it.
+  virtual StreamSpan device_span() const { return {}; }
 };
 
 /// Null when `tensors` are on the CPU. Called on the caller's thread, where it marks how
 /// far the caller's current stream has got. Tensors on a device the build cannot move
-/// throw Error naming the collective `kind`.
-std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind);
+/// throw Error naming the collective `kind`. `timed`: the call marks its device span.
+std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind,
+                                              bool timed = false);
 
 /// Whether this build moves CUDA tensors (it was built against a libtorch with CUDA).
 bool built_with_cuda();

@@ -6,7 +6,7 @@
 
 namespace lockstep {
 
-std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind) {
+std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind, bool) {
   for (const auto& t : tensors) {
     if (!t.device().is_cpu()) {
       throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + t.device().str() +

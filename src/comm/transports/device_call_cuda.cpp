@@ -22,6 +22,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/version.h>
 
+#include "comm/transports/cuda_capture.h"
 #include "comm/transports/device_call.h"
 #include "lockstep/error.h"
 
@@ -72,27 +73,11 @@ class EventPool {
   std::map<c10::DeviceIndex, std::vector<at::cuda::CUDAEvent*>> free_;
 };
 
-bool is_capturing(const c10::cuda::CUDAStream& stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  C10_CUDA_CHECK(cudaStreamIsCapturing(stream.stream(), &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
-// This thread's CUDA calls in relaxed capture mode while it lives: a query from a thread
-// that captures nothing must not invalidate a graph another thread captures in global mode.
-class RelaxedCapture {
- public:
-  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
-
 class CudaDeviceCall : public DeviceCall {
  public:
-  CudaDeviceCall(std::vector<at::Tensor> tensors, Collective kind)
+  CudaDeviceCall(std::vector<at::Tensor> tensors, Collective kind, bool timed)
       : kind_(kind),
+        timed_(timed),
         device_(tensors.front().device()),
         tensors_(std::move(tensors)),
         caller_stream_(c10::cuda::getCurrentCUDAStream(device_.index())),
@@ -139,10 +124,13 @@ class CudaDeviceCall : public DeviceCall {
     return !done_->query();
   }
 
+  StreamSpan device_span() const override { return {device_.str(), started_, ended_}; }
+
  private:
   // The device transport moves the device tensors on its stream.
   std::vector<at::Tensor> run_on(const c10::cuda::CUDAStream& stream, Transport& transport, const Body& body) {
     queued_->block(stream);
+    if (timed_) started_ = mark_stream(stream.unwrap());
     c10::cuda::CUDAStreamGuard on_stream(stream);
     std::vector<at::Tensor> tensors = tensors_;
     std::vector<at::Tensor> outputs = body(transport, tensors);
@@ -153,6 +141,7 @@ class CudaDeviceCall : public DeviceCall {
       if (!is_one_of_the_tensors(output)) used_on(output, caller_stream_);
     }
     done_->record(stream);
+    if (timed_) ended_ = mark_stream(stream.unwrap());
     on_transport_stream_ = true;
     return outputs;
   }
@@ -161,6 +150,7 @@ class CudaDeviceCall : public DeviceCall {
   std::vector<at::Tensor> run_through_host(HostTransport& transport, const Body& body) {
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
     queued_->block(side);
+    if (timed_) started_ = mark_stream(side.unwrap());
     c10::cuda::CUDAStreamGuard on_side(side);
     std::vector<at::Tensor> host;
     for (const auto& tensor : tensors_) {
@@ -188,6 +178,7 @@ class CudaDeviceCall : public DeviceCall {
       outputs.push_back(target);
     }
     done_->record(side);
+    if (timed_) ended_ = mark_stream(side.unwrap());
     return outputs;
   }
 
@@ -216,6 +207,7 @@ class CudaDeviceCall : public DeviceCall {
   }
 
   Collective kind_;
+  bool timed_;
   at::Device device_;
   std::vector<at::Tensor> tensors_;
   c10::cuda::CUDAStream caller_stream_;
@@ -223,17 +215,18 @@ class CudaDeviceCall : public DeviceCall {
   EventPool::Lease queued_;
   EventPool::Lease done_;
   bool on_transport_stream_ = false;
+  std::shared_ptr<StreamMark> started_, ended_;  // when timed_
 };
 
 }  // namespace
 
-std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind) {
+std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind, bool timed) {
   if (tensors.empty() || tensors.front().device().is_cpu()) return nullptr;
   if (!tensors.front().is_cuda()) {
     throw Error("lockstep::" + to_string(kind) + ": the tensor is on " + tensors.front().device().str() +
                 "; lockstep's collectives take CPU and CUDA tensors");
   }
-  return std::make_shared<CudaDeviceCall>(tensors, kind);
+  return std::make_shared<CudaDeviceCall>(tensors, kind, timed);
 }
 
 bool built_with_cuda() { return true; }
