@@ -87,8 +87,9 @@ class Recorder {
     wake_.notify_all();
     if (writer_.joinable()) writer_.join();
     {
+      // As the process exits CUDA may be gone: the marks are neither asked nor destroyed.
       std::lock_guard<std::mutex> lock(device_mutex_);
-      device_spans_.clear();  // as the process exits CUDA may be gone: not asked
+      new std::list<DeviceSpan>(std::move(device_spans_));
     }
     flush();
     std::lock_guard<std::mutex> lock(files_mutex_);
@@ -139,7 +140,9 @@ class Recorder {
     {
       std::lock_guard<std::mutex> lock(device_mutex_);
       for (auto& span : device_spans_) {
-        if (span.event.rank == rank) span.end->wait_steady_us();
+        if (span.event.rank != rank) continue;
+        span.start->wait_steady_us();  // marks of two streams may pass in either order
+        span.end->wait_steady_us();
       }
     }
     flush();

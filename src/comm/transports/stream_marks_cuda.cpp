@@ -107,6 +107,7 @@ std::shared_ptr<StreamMark> mark_stream(const c10::Stream& stream) {
   const c10::cuda::CUDAStream cuda(stream);
   c10::cuda::CUDAGuard on_device(cuda.device_index());
   if (is_capturing(cuda)) return nullptr;
+  RelaxedCapture relaxed;  // an anchor's synchronize must not disturb another thread's capture
   return std::make_shared<CudaStreamMark>(cuda);
 }
 
