@@ -1,5 +1,7 @@
 #include "train/fit_steps.h"
 
+#include <algorithm>
+
 #include "lockstep/comm/init.h"
 #include "timeline/recorder.h"
 
@@ -31,7 +33,8 @@ StragglerNotices::StragglerNotices(ProcessGroup group, std::function<void(const 
     : watch_(std::move(group)), notice_(std::move(notice)) {}
 
 void StragglerNotices::updated(const StepTimes& t) {
-  watch_.add_step(t.data_seconds, t.compute_seconds - t.gradient_wait_seconds, t.gradient_wait_seconds);
+  // On CUDA the wait is the device's, of a step the host may have queued a while ago.
+  watch_.add_step(t.data_seconds, std::max(0.0, t.compute_seconds - t.gradient_wait_seconds), t.gradient_wait_seconds);
   const std::string notice = watch_.take_notice();
   if (!notice.empty()) notice_(notice);
 }
