@@ -146,6 +146,10 @@ class Recorder {
       }
     }
     flush();
+    {
+      std::lock_guard<std::mutex> lock(device_mutex_);  // what the device could not time
+      device_spans_.remove_if([rank](const DeviceSpan& span) { return span.event.rank == rank; });
+    }
     std::lock_guard<std::mutex> lock(files_mutex_);
     const auto found = files_.find(rank);
     if (found == files_.end()) return "";

@@ -34,7 +34,7 @@ class MarkPassedByHand : public StreamMark {
   void pass() { passed_ = true; }
   bool waited() const { return waited_; }
   std::optional<double> steady_us() override { return passed_ ? std::optional<double>(at_us_) : std::nullopt; }
-  double wait_steady_us() override {
+  std::optional<double> wait_steady_us() override {
     waited_ = true;
     passed_ = true;
     return at_us_;
@@ -43,6 +43,13 @@ class MarkPassedByHand : public StreamMark {
  private:
   double at_us_;
   std::atomic<bool> passed_{false}, waited_{false};
+};
+
+// A point the device cannot time (an error, or CUDA gone).
+class MarkNeverTimed : public StreamMark {
+ public:
+  std::optional<double> steady_us() override { return std::nullopt; }
+  std::optional<double> wait_steady_us() override { return std::nullopt; }
 };
 
 std::string read_text(const std::string& path) {
@@ -61,7 +68,7 @@ bool appears_in(const std::string& path, const std::string& text) {
   return false;
 }
 
-TEST(DeviceSpans, AreWrittenOnceTheDevicePassedBothMarksAndStopWaitsForThem) {
+TEST(DeviceSpans, AreWrittenOnceTheDevicePassedBothMarksAndStopWaitsForThemOrDropsThem) {
   testing::TemporaryDirectory dir;
   const std::string prefix = dir.path() + "/trace";
   std::string file;
@@ -84,7 +91,9 @@ TEST(DeviceSpans, AreWrittenOnceTheDevicePassedBothMarksAndStopWaitsForThem) {
     tl::record_device_span(0, tl::Track::buckets, "gradient wait", "cuda:0", late_began, late_ended, 8000.0,
                            tl::Args());
     late_began->pass();
-    EXPECT_EQ(stop(), file);
+    tl::record_device_span(0, tl::Track::collectives, "broadcast", "cuda:0", std::make_shared<MarkNeverTimed>(),
+                           std::make_shared<MarkNeverTimed>(), 8500.0, tl::Args());
+    EXPECT_EQ(stop(), file);  // and returns: a span the device cannot time is dropped
     EXPECT_TRUE(late_ended->waited()) << "stop() did not wait for the device";
     EXPECT_FALSE(ended->waited());
   });

@@ -21,10 +21,11 @@ class StreamMark {
  public:
   virtual ~StreamMark() = default;
   /// When the device got there, in microseconds of the host's steady clock; nullopt while
-  /// it has not. Safe from any thread, including while another captures a CUDA graph.
+  /// it has not, or when the device cannot tell (an error, or CUDA gone as the process
+  /// exits). Never throws; safe from any thread, also while another captures a CUDA graph.
   virtual std::optional<double> steady_us() = 0;
   /// The same, waiting for the device to get there.
-  virtual double wait_steady_us() = 0;
+  virtual std::optional<double> wait_steady_us() = 0;
 };
 
 /// Where some work ran on a device stream: from `started` to `ended`, null where not timed.

@@ -76,28 +76,41 @@ class CudaStreamMark : public StreamMark {
   }
 
   std::optional<double> steady_us() override {
-    if (!time_) {
-      c10::cuda::CUDAGuard on_device(device_);  // else the asking thread's first call makes a context on GPU 0
-      RelaxedCapture relaxed;
-      if (event_.query()) time_ = anchor_->steady_us + 1000.0 * anchor_->event.elapsed_time(event_);
-    }
+    asked(cudaEventQuery);
     return time_;
   }
 
-  double wait_steady_us() override {
-    if (!time_) {
-      c10::cuda::CUDAGuard on_device(device_);
-      RelaxedCapture relaxed;
-      event_.synchronize();
-    }
-    return *steady_us();
+  std::optional<double> wait_steady_us() override {
+    asked(cudaEventSynchronize);
+    return time_;
   }
 
  private:
+  // Asks the event with `ask` (a query or a wait), unless it answered already. A failure
+  // is the device's to report (the watchdog does): here the mark just has no time.
+  void asked(cudaError_t (*ask)(cudaEvent_t)) {
+    if (time_ || failed_) return;
+    try {
+      c10::cuda::CUDAGuard on_device(device_);  // else the asking thread's first call makes a context on GPU 0
+      RelaxedCapture relaxed;
+      const cudaError_t state = ask(event_.event());
+      float ms = 0;
+      if (state == cudaSuccess && cudaEventElapsedTime(&ms, anchor_->event.event(), event_.event()) == cudaSuccess) {
+        time_ = anchor_->steady_us + 1000.0 * ms;
+      } else if (state != cudaErrorNotReady) {
+        failed_ = true;
+        (void)cudaGetLastError();  // not left for the next CUDA call to report
+      }
+    } catch (const std::exception&) {
+      failed_ = true;
+    }
+  }
+
   c10::DeviceIndex device_;
   std::shared_ptr<const Anchor> anchor_;
   at::cuda::CUDAEvent event_{cudaEventDefault};
   std::optional<double> time_;
+  bool failed_ = false;
 };
 
 }  // namespace
