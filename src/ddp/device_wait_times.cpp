@@ -47,6 +47,8 @@ std::optional<double> DeviceWaitTimes::wait_ended() {
     }
   }
   began_.reset();
+  constexpr size_t kAtMost = 64;  // a wait the device cannot time (an error) is not kept forever
+  while (unfinished_.size() > kAtMost) unfinished_.pop_front();
   std::optional<double> newest;
   while (!unfinished_.empty()) {
     const auto ended = unfinished_.front().ended->steady_us();
