@@ -19,7 +19,9 @@ inline constexpr char kStep[] = "step";
 inline constexpr char kDataWait[] = "data wait";
 inline constexpr char kForward[] = "forward";
 inline constexpr char kBackward[] = "backward";
-inline constexpr char kGradientWait[] = "gradient wait";  // inside backward: DDP waiting for its buckets
+// Inside backward: DDP waiting for its buckets. On CUDA also a device span on Track::buckets,
+// the device's wait (the host's only queues it).
+inline constexpr char kGradientWait[] = "gradient wait";
 inline constexpr char kOptimizerStep[] = "optimizer step";
 inline constexpr char kCheckpoint[] = "checkpoint";
 inline constexpr char kValidation[] = "validation";
