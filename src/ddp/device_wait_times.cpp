@@ -37,7 +37,7 @@ void DeviceWaitTimes::bucket_written(size_t bucket, const std::shared_ptr<Stream
                              .add(tl::key::kParameters, parameters));
 }
 
-std::optional<double> DeviceWaitTimes::wait_ended() {
+double DeviceWaitTimes::wait_ended() {
   if (timed_ && began_) {
     std::shared_ptr<StreamMark> ended = mark_current_stream(device_);
     if (ended) {
@@ -49,15 +49,14 @@ std::optional<double> DeviceWaitTimes::wait_ended() {
   began_.reset();
   constexpr size_t kAtMost = 64;  // a wait the device cannot time (an error) is not kept forever
   while (unfinished_.size() > kAtMost) unfinished_.pop_front();
-  std::optional<double> newest;
   while (!unfinished_.empty()) {
     const auto ended = unfinished_.front().ended->steady_us();
     const auto began = unfinished_.front().began->steady_us();
     if (!ended || !began) break;
-    newest = std::max(0.0, *ended - *began) / 1e6;
+    newest_seconds_ = std::max(0.0, *ended - *began) / 1e6;
     unfinished_.pop_front();
   }
-  return newest;
+  return newest_seconds_;
 }
 
 }  // namespace lockstep

@@ -2,7 +2,6 @@
 
 #include <deque>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <ATen/core/Tensor.h>
@@ -32,8 +31,8 @@ class DeviceWaitTimes {
   void bucket_written(size_t bucket, const std::shared_ptr<StreamMark>& launched, double host_us, int64_t bytes,
                       int64_t parameters) const;
   /// The wait ends, its reductions written out; returns the newest wait the device
-  /// finished, in seconds, if any finished since the last call.
-  std::optional<double> wait_ended();
+  /// finished, in seconds (0 before the first).
+  double wait_ended();
 
  private:
   struct Wait {
@@ -46,6 +45,7 @@ class DeviceWaitTimes {
   double began_us_ = 0;
   std::shared_ptr<StreamMark> began_;
   std::deque<Wait> unfinished_;  // waits queued, the device not yet past them
+  double newest_seconds_ = 0;
 };
 
 }  // namespace lockstep

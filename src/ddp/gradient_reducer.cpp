@@ -453,9 +453,7 @@ void GradientReducer::finish_backward() {
   }
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
   if (recording_wait_ && device_times_->timed()) {
-    const auto on_device = device_times_->wait_ended();  // the host's wait is only queueing
-    last_wait_seconds_ = on_device ? *on_device : last_device_wait_seconds_;
-    last_device_wait_seconds_ = last_wait_seconds_;
+    last_wait_seconds_ = device_times_->wait_ended();  // the host's wait is only queueing
   }
   waiting_ = false;
   if (recording_wait_) {

@@ -153,9 +153,8 @@ class GradientReducer {
   int timeline_rank_ = -1;  // this rank's row in the timeline: its rank in the default group
   std::optional<DeviceWaitTimes> device_times_;
   double last_wait_seconds_ = 0;
-  double last_device_wait_seconds_ = 0;  // the newest the device finished, on CUDA
-  bool waiting_ = false;                 // start_gradient_wait() was called in this backward
-  bool recording_wait_ = false;          // ... and put the wait's start in the timeline
+  bool waiting_ = false;         // start_gradient_wait() was called in this backward
+  bool recording_wait_ = false;  // ... and put the wait's start in the timeline
   std::chrono::steady_clock::time_point waiting_since_;
   std::vector<Bucket> buckets_;
   std::vector<Turn> turns_;                          // with sharded gradients, where buckets can take turns

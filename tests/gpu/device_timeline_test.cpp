@@ -4,9 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,13 +27,6 @@ double steady_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-Json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return Json::parse(text.str());
-}
-
 // The host queues a collective behind about 50 ms of kernels and goes on: its span starts
 // when the kernels end, which is about when the host's synchronize returns.
 TEST(DeviceTimeline, ACollectiveBehindSlowKernelsSpansWhenTheDeviceRanIt) {
@@ -55,7 +46,7 @@ TEST(DeviceTimeline, ACollectiveBehindSlowKernelsSpansWhenTheDeviceRanIt) {
     synchronized = steady_us();
     timeline::stop();
   });
-  const Json events = read_json(prefix + ".rank-0.json");
+  const Json events = Json::parse(testing::read_file(prefix + ".rank-0.json"));
   std::vector<const Json*> on_device;  // CPU collectives, if any, carry no device
   for (const auto& e : events) {
     if (e.value("ph", "") == "X" && e.value("name", "") == "all_reduce" && e["args"].contains("device")) {
@@ -83,7 +74,7 @@ TEST(DeviceTimeline, TrainingOnAGpuRecordsEachStepsGradientWaitAndBucketsAsTheDe
                                              "processes", "--limit", "1024", "--val-limit", "128", "--batch-size", "32",
                                              "--epochs", "1", "--timeline", "--out", out});
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  const Json events = read_json(out + "/timeline.json");
+  const Json events = Json::parse(testing::read_file(out + "/timeline.json"));
   std::map<int, int> waits, host_buckets, device_buckets;
   for (const auto& e : events) {
     if (e.value("ph", "") != "X" || e.value("tid", 0) != 2) continue;

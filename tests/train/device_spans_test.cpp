@@ -5,9 +5,6 @@
 // on every machine.
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -52,17 +49,10 @@ class MarkNeverTimed : public StreamMark {
   std::optional<double> wait_steady_us() override { return std::nullopt; }
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Polls the open file, which the writer flushes every 100 ms, for up to 5 s.
 bool appears_in(const std::string& path, const std::string& text) {
   for (int i = 0; i < 50; ++i) {
-    if (read_text(path).find(text) != std::string::npos) return true;
+    if (testing::read_file(path).find(text) != std::string::npos) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;
@@ -79,10 +69,10 @@ TEST(DeviceSpans, AreWrittenOnceTheDevicePassedBothMarksAndStopWaitsForThemOrDro
     tl::record_device_span(0, tl::Track::collectives, "all_reduce", "cuda:0", began, ended, 4200.0,
                            tl::Args().add(tl::key::kSeq, int64_t{7}));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three of the writer's rounds
-    EXPECT_EQ(read_text(file).find("all_reduce"), std::string::npos) << "written before the device got there";
+    EXPECT_EQ(testing::read_file(file).find("all_reduce"), std::string::npos) << "written before the device got there";
     began->pass();
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_EQ(read_text(file).find("all_reduce"), std::string::npos) << "written before the device ended it";
+    EXPECT_EQ(testing::read_file(file).find("all_reduce"), std::string::npos) << "written before the device ended it";
     ended->pass();
     EXPECT_TRUE(appears_in(file, "all_reduce"));
 
@@ -97,7 +87,7 @@ TEST(DeviceSpans, AreWrittenOnceTheDevicePassedBothMarksAndStopWaitsForThemOrDro
     EXPECT_TRUE(late_ended->waited()) << "stop() did not wait for the device";
     EXPECT_FALSE(ended->waited());
   });
-  const Json events = Json::parse(read_text(file));
+  const Json events = Json::parse(testing::read_file(file));
   int found = 0;
   for (const auto& e : events) {
     if (e["ph"] != "X") continue;

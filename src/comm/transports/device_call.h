@@ -53,8 +53,7 @@ class DeviceCall {
 /// Null when `tensors` are on the CPU. Called on the caller's thread, where it marks how
 /// far the caller's current stream has got. Tensors on a device the build cannot move
 /// throw Error naming the collective `kind`. `timed`: the call marks its device span.
-std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind,
-                                              bool timed = false);
+std::shared_ptr<DeviceCall> begin_device_call(const std::vector<at::Tensor>& tensors, Collective kind, bool timed);
 
 /// Whether this build moves CUDA tensors (it was built against a libtorch with CUDA).
 bool built_with_cuda();
