@@ -2,6 +2,7 @@
 // main runs; main itself only parses and turns errors into one line and an exit status.
 #include <CLI/CLI.hpp>
 #include <c10/util/signal_handler.h>
+#include <torch/version.h>
 
 #include <csignal>
 #include <iostream>
@@ -18,6 +19,11 @@
 namespace {
 
 using lockstep::tools::Action;
+
+// What a problem report needs first: this lockstep, the libtorch it was built against, and
+// whether it moves CUDA tensors (tools/CMakeLists.txt names the build's device support).
+constexpr const char* kVersion =
+    "lockstep " LOCKSTEP_VERSION " (libtorch " TORCH_VERSION ", " LOCKSTEP_DEVICE_SUPPORT ")";
 
 // Exit status for input that cannot work as given, as getopt-style tools use.
 constexpr int kUsageStatus = 2;
@@ -39,6 +45,7 @@ int main(int argc, char** argv) {
 #endif
   CLI::App app{"lockstep: data-parallel training for libtorch"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", kVersion);
   Action chosen;
   lockstep::tools::add_run_command(app, chosen);
   lockstep::tools::add_datasets_command(app, chosen);

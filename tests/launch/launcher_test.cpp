@@ -11,6 +11,7 @@
 #include <memory>
 
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include "support/tool_process.h"
 #include "support/world.h"
@@ -307,6 +308,14 @@ TEST(LockstepRun, MpiBackendHandsTheJobToMpirun) {
   std::size_t first = output.find("LOCKSTEP_BACKEND=mpi\n");
   ASSERT_NE(first, std::string::npos) << output;
   EXPECT_NE(output.find("LOCKSTEP_BACKEND=mpi\n", first + 1), std::string::npos) << output;
+}
+
+// The line a problem report starts with: lockstep's version, the libtorch it was built
+// against, and the device support CMake found (tools/CMakeLists.txt).
+TEST(LockstepCommand, VersionNamesLockstepLibtorchAndTheBuildsDeviceSupport) {
+  const Finished ran = run_process({LOCKSTEP_TOOL, "--version"}, {}, std::chrono::seconds(20));
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_EQ(ran.output, "lockstep " LOCKSTEP_VERSION " (libtorch " TORCH_VERSION ", " LOCKSTEP_DEVICE_SUPPORT ")\n");
 }
 
 }  // namespace
