@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= 2
 
-.PHONY: deps test-deps configure build run test test-tsan test-debian13 cuda-syntax bench clean
+.PHONY: deps test-deps configure build run test test-tsan test-debian13 test-cuda-build cuda-syntax bench clean
 
 deps:
 	./scripts/install-deps.sh
@@ -46,6 +46,11 @@ test-tsan: deps
 # with debootstrap: as root or with sudo.
 test-debian13: test-deps
 	./scripts/debian13-suite.sh
+
+# lockstep's CUDA version built against Debian 13's CUDA libtorch in a root of its own, then
+# gpu-check's phases and the same suite there; no GPU needed, not part of CI (docs/GPU.md).
+test-cuda-build: test-deps
+	./scripts/debian13-suite.sh --cuda
 
 bench: build
 	./scripts/install-deps.sh --bench

@@ -2,7 +2,13 @@
 # The test suite against Debian 13's libtorch 2.6 (GCC 14, Open MPI 5, Python's torch 2.6),
 # built as C++20, in the Debian 13 root (scripts/in-debian13.sh). The build folder stays in
 # the root, so a second run on the same machine builds only what changed.
-#   scripts/debian13-suite.sh [--build-only] [CTEST ARGUMENTS...]
+#   scripts/debian13-suite.sh [--cuda] [--build-only] [CTEST ARGUMENTS...]
+#
+# --cuda: lockstep's CUDA version (CUDA and NCCL on), built in the root with Debian 13's CUDA
+# libtorch (scripts/debian13-root.sh --cuda) in /build-cuda, then scripts/gpu-check.sh's
+# configure, build, test and install phases as a GPU machine runs them (its tests and the
+# gpu-labelled ones skip, saying why: the machine has no GPU), then the same suite: CPU jobs
+# of a CUDA build. Not part of CI: its packages are 2.5 GB more (`make test-cuda-build`).
 #
 # Run against 1.13 only, to keep CI within its time (docs/PERFORMANCE.md, "CI"): the launcher
 # and cluster tests (labels launch and cluster), which do not touch libtorch's API, and
@@ -20,19 +26,27 @@
 # 503s.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+cuda=false root_option="" build=/build libtorch=libtorch-dev bench=OFF skipped_labels="launch|cluster|gpu"
+if [ "${1:-}" = "--cuda" ]; then
+  cuda=true root_option=--cuda build=/build-cuda libtorch=libtorch-cuda-dev bench=ON skipped_labels="launch|cluster"
+  shift
+fi
 build_only=false
 if [ "${1:-}" = "--build-only" ]; then
   build_only=true
   shift
 fi
 ctest_arguments=$(printf '%q ' "$@")  # quoted again for the shell in the root
-"$here/in-debian13.sh" "
-  echo \"debian13-suite: \$(grep PRETTY_NAME /etc/os-release), libtorch-dev \$(dpkg-query -W -f='\${Version}' libtorch-dev), \$(g++ --version | head -1)\"
-  cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=20 -DLOCKSTEP_BUILD_BENCH=OFF \
-    '-DLOCKSTEP_SKIP_TEST_FOLDERS=launch;cluster;gpu' > /build-configure.log 2>&1 ||
-    { tail -30 /build-configure.log; exit 1; }
-  cmake --build /build -j \$JOBS
+"$here/in-debian13.sh" $root_option "
+  echo \"debian13-suite: \$(grep PRETTY_NAME /etc/os-release), $libtorch \$(dpkg-query -W -f='\${Version}' $libtorch), \$(g++ --version | head -1)\"
+  cmake -S /src -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=20 -DLOCKSTEP_BUILD_BENCH=$bench \
+    '-DLOCKSTEP_SKIP_TEST_FOLDERS=${skipped_labels//|/;}' > $build-configure.log 2>&1 ||
+    { tail -30 $build-configure.log; exit 1; }
+  cmake --build $build -j \$JOBS
   $build_only && exit 0
-  ctest --test-dir /build --output-on-failure -j \$JOBS -LE 'launch|cluster|gpu' \
+  if $cuda; then
+    LOCKSTEP_GPU_BUILD=$build /src/scripts/gpu-check.sh $build/gpu-check configure build test install
+  fi
+  ctest --test-dir $build --output-on-failure -j \$JOBS -LE '$skipped_labels' \
     -E '^(libtorch.relocated_archive_layout|TrainCommand.TheDefaultJob.*|SharedMemoryOnOneCpu\\..*|TrainOptions.EachBadOptionOrDataFolderIsOneLineAndNoWorkerStarts|ResumeOnAnyWorldSize.From(LocalShards|ShardsOverHttp).*|NamespacedHosts\\..*|LiveHosts\\..*|Rendezvous\\..*|DeadRank\\..*|TrainCommand.AStoppedWorkerIsNamedAsHung.*|TrainFromShards.ThroughResetsAnd503s.*)\$' $ctest_arguments
 "

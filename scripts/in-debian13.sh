@@ -2,12 +2,17 @@
 # Runs a shell command in the Debian 13 root that scripts/debian13-root.sh makes or reuses,
 # with what lockstep's builds and tests need of a machine: processes, devices, fresh shared
 # memory, the host's network, and this source tree at /src. Everything mounted is unmounted
-# when the command ends, whatever happens.
-#   scripts/in-debian13.sh 'cmake -S /src -B /build ...'
+# when the command ends, whatever happens. --cuda: the root with Debian 13's CUDA libtorch.
+#   scripts/in-debian13.sh [--cuda] 'cmake -S /src -B /build ...'
 set -euo pipefail
 [ "$(id -u)" -eq 0 ] || exec sudo "$0" "$@"  # chroot and mount need root
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
-root=$("$source_dir/scripts/debian13-root.sh")
+root_options=()
+if [ "${1:-}" = "--cuda" ]; then
+  root_options=(--cuda)
+  shift
+fi
+root=$("$source_dir/scripts/debian13-root.sh" "${root_options[@]}")
 
 mounted=()
 unmount_all() {
