@@ -3,6 +3,7 @@
 // collectives_worker.cpp).
 #include <gtest/gtest.h>
 
+#include "comm/transports/device_call.h"
 #include "support/tool_process.h"
 #include "support/world.h"
 
@@ -22,6 +23,10 @@ std::string name_of(const ::testing::TestParamInfo<Setup>& info) {
   return path + "_" + std::to_string(info.param.world_size);
 }
 
+// A group of one also names the transport that keeps its CUDA tensors where they are, in a
+// CUDA build (connect_group.cpp), GPU or none.
+std::string group_of_one_transport() { return built_with_cuda() ? "gloo, self, self for cuda" : "gloo, self"; }
+
 // What a worker says after "rank R of N (local L of M, " on `setup`'s path.
 std::string backend_and_transport(const Setup& setup) {
   const auto& [path, n] = setup;
@@ -29,7 +34,7 @@ std::string backend_and_transport(const Setup& setup) {
   if (path == "hierarchical") return "gloo, shm+gloo";
   if (path == "mpi") return "mpi, mpi";
   if (path == "mpi-shm") return "mpi, shm";
-  return n == 1 ? "gloo, self" : "gloo, shm";
+  return n == 1 ? group_of_one_transport() : "gloo, shm";
 }
 
 // Runs COLLECTIVES_WORKER `scenario` on `setup`'s path, and expects every rank to succeed
@@ -159,7 +164,8 @@ TEST(EveryCollective, SubGroupsBesideTheDefaultGroup) {
 TEST(EveryCollective, WorldOfOneWithoutAnyEnvironment) {
   const auto run = run_process({COLLECTIVES_WORKER, "all"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("rank 0 of 1 (local 0 of 1, gloo, self): all collectives correct"), std::string::npos)
+  EXPECT_NE(run.output.find("rank 0 of 1 (local 0 of 1, " + group_of_one_transport() + "): all collectives correct"),
+            std::string::npos)
       << run.output;
 }
 
