@@ -22,14 +22,19 @@ set(nccl_beside_torch
 # with either name wins (a wheel has only libnccl.so.2, an NCCL_ROOT may have libnccl.so).
 find_library(NCCL_LIBRARY NAMES libnccl.so.2 nccl NAMES_PER_DIR
   PATHS ${nccl_beside_torch} PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
-if(NCCL_LIBRARY)
-  # The header of the same tree (<tree>/include beside <tree>/lib): one NCCL, not two.
-  get_filename_component(nccl_tree "${NCCL_LIBRARY}/../.." ABSOLUTE)
-  find_path(NCCL_INCLUDE_DIR nccl.h PATHS ${nccl_tree}/include NO_DEFAULT_PATH)
-else()
+if(NOT NCCL_LIBRARY)
   # No NCCL beside torch (a libtorch built against the system's): the rest of the system.
   find_library(NCCL_LIBRARY NAMES libnccl.so.2 nccl NAMES_PER_DIR)
-  find_path(NCCL_INCLUDE_DIR nccl.h)
+endif()
+if(NCCL_LIBRARY)
+  # The header of the same NCCL, never another's (a system's /usr/include beside an NCCL found
+  # elsewhere): <tree>/include beside <tree>/lib, <tree>/lib64 or <tree>/lib/<multiarch>.
+  string(REGEX REPLACE "/lib(64)?(/[^/]+-linux-gnu)?/[^/]+$" "" nccl_tree "${NCCL_LIBRARY}")
+  find_path(NCCL_INCLUDE_DIR nccl.h PATHS ${nccl_tree}/include NO_DEFAULT_PATH)
+  if(NOT NCCL_INCLUDE_DIR)
+    message(STATUS "lockstep: ${NCCL_LIBRARY} has no nccl.h in its tree; "
+                   "NCCL_ROOT names an NCCL with both lib/ and include/")
+  endif()
 endif()
 
 if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
