@@ -108,6 +108,11 @@ void run_replicas(int n, const std::function<void(ProcessGroup group)>& body, co
   const at::ThreadLocalState caller;
   const at::Tensor fresh_random_state = at::detail::createCPUGenerator().get_state();
   keep_freed_memory_for_the_next_step();
+  // libtorch makes a thread pool of its own on the first set_num_threads: here, not in
+  // whichever replica's thread comes first. Its once-only start is right either way, but
+  // ThreadSanitizer cannot see the atomics it is made of in an uninstrumented libtorch and
+  // named a lock in it as raced (make test-tsan, 2026-11-29).
+  at::set_num_threads(caller_threads);
   auto replicas = std::make_shared<ReplicaSet>(n, options.timeout());
   std::vector<std::exception_ptr> errors(n);
   const CoreBinding binding = options.bind_cores() ? bind_to_cores(n, allowed_cpus()) : CoreBinding();
