@@ -1,6 +1,10 @@
 # Two entry points for a fresh Debian machine: `make run` and `make test`.
 BUILD ?= build
 JOBS ?= 2
+# `make test` checks that the benchmarks compile and leaves them out of its build; `make build`
+# and `make bench` build them.
+BENCH_SYNTAX_ONLY = OFF
+test: BENCH_SYNTAX_ONLY = ON
 
 .PHONY: deps test-deps configure build run test test-tsan test-debian13 test-cuda-build cuda-syntax bench clean
 
@@ -11,7 +15,7 @@ test-deps:
 	./scripts/install-deps.sh --test
 
 configure: deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BENCH_SYNTAX_ONLY=$(BENCH_SYNTAX_ONLY)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
