@@ -1,7 +1,7 @@
 """Checks that every benchmark compiles, without building it: each of the build's compile
 commands for bench/ run again with -fsyntax-only (no code generation, no object file).
 `make test` leaves the benchmarks out of its build (-DLOCKSTEP_BENCH_SYNTAX_ONLY=ON): at -O3
-code generation is over half their compile time, and only `make bench` runs them.
+code generation is about 40% of their compile time, and only `make bench` runs them.
 python3 benchmarks_compile.py BUILD_DIR"""
 import json
 import os
