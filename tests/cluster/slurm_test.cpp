@@ -193,7 +193,8 @@ TEST(Slurm, ASecondJobOnTheSamePortFailsFastAndTheFirstEndsAsIfAlone) {
   const std::vector<std::string> second_options = {"-N", "2", "--ntasks-per-node", "1", "-o", folder + "/second.out"};
   const std::string second = cluster.submit("srun " + words({COLLECTIVES_WORKER, "init-only"}), second_options, port);
   EXPECT_EQ(cluster.wait_for_state(second, {"FAILED", "COMPLETED", "CANCELLED"}, std::chrono::seconds(30)), "FAILED");
-  EXPECT_LT(cluster.run_time(second), std::chrono::seconds(10)) << cluster.run_time(second).count() << " s";
+  const std::chrono::seconds second_run_time = cluster.run_time(second);
+  EXPECT_LT(second_run_time, std::chrono::seconds(10)) << second_run_time.count() << " s";
   const std::string refused = read_file(folder + "/second.out");
   EXPECT_TRUE(contains(refused, " of job " + second +
                                     " reached the store at MASTER_ADDR=n1 MASTER_PORT=29700, which job " + first +
@@ -230,8 +231,8 @@ TEST(Slurm, BadSlurmVariablesAreOneLineOnEveryRankWithinSeconds) {
                                           {"-N", "2", "--ntasks-per-node", "2", "-o", output});
     EXPECT_EQ(cluster.wait_for_state(id, {"FAILED", "COMPLETED", "CANCELLED"}, std::chrono::seconds(30)), "FAILED")
         << setting;
-    EXPECT_LT(cluster.run_time(id), std::chrono::seconds(10))
-        << setting << ": " << cluster.run_time(id).count() << " s";
+    const std::chrono::seconds run_time = cluster.run_time(id);
+    EXPECT_LT(run_time, std::chrono::seconds(10)) << setting << ": " << run_time.count() << " s";
     const std::string text = read_file(output);
     size_t ranks = 0;
     for (const std::string& line : lines_of(text)) ranks += line.rfind(message, 0) == 0 ? 1 : 0;

@@ -31,13 +31,14 @@ def syntax_only(command):
 
 build = sys.argv[1]
 with open(os.path.join(build, "compile_commands.json")) as f:
-    entries = [e for e in json.load(f) if object_of(e["command"]).startswith("bench/CMakeFiles/")]
+    # (target, compile command) of each object under bench/CMakeFiles/<target>.dir/
+    entries = [(o.split("/")[2].removesuffix(".dir"), e) for e in json.load(f)
+               if (o := object_of(e["command"])).startswith("bench/CMakeFiles/")]
 if not entries:
     sys.exit(f"no compile command for bench/ in {build}/compile_commands.json: configure with the benchmarks")
 
 failed = []
-for entry in entries:
-    target = object_of(entry["command"]).split("/")[2].removesuffix(".dir")  # bench/CMakeFiles/<target>.dir/...
+for target, entry in entries:
     run = subprocess.run(syntax_only(entry["command"]), cwd=entry["directory"], capture_output=True, text=True)
     print(f"{target}: {'compiles' if run.returncode == 0 else 'does not compile'}", flush=True)
     if run.returncode != 0:
