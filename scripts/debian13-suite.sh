@@ -23,7 +23,11 @@
 # time and whose tensors are a few small collectives the rest make too: lost and cut-off
 # hosts (NamespacedHosts, and live recovery's LiveHosts), ranks that never arrive, die or
 # hang (Rendezvous, DeadRank), a worker named as hung, and shards read through resets and
-# 503s.
+# 503s; and, likewise, workers killed, stopped or lost mid-run whose peers restart or train on
+# (a killed worker's restart, a kill while a checkpoint is written, live recovery's and the
+# live loop's lost workers and too few left). Live recovery's runs without a fault, its
+# healing of a killed worker's replacement and of ZeRO-1's state stay: their tensors are the
+# healing's own.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cuda=false root_option="" build=/build libtorch=libtorch-dev bench=OFF skipped_labels="launch|cluster|gpu"
@@ -48,5 +52,5 @@ ctest_arguments=$(printf '%q ' "$@")  # quoted again for the shell in the root
     LOCKSTEP_GPU_BUILD=$build /src/scripts/gpu-check.sh $build/gpu-check configure build test install
   fi
   ctest --test-dir $build --output-on-failure -j \$JOBS -LE '$skipped_labels' \
-    -E '^(libtorch.relocated_archive_layout|TrainCommand.TheDefaultJob.*|SharedMemoryOnOneCpu\\..*|TrainOptions.EachBadOptionOrDataFolderIsOneLineAndNoWorkerStarts|ResumeOnAnyWorldSize.From(LocalShards|ShardsOverHttp).*|NamespacedHosts\\..*|LiveHosts\\..*|Rendezvous\\..*|DeadRank\\..*|TrainCommand.AStoppedWorkerIsNamedAsHung.*|TrainFromShards.ThroughResetsAnd503s.*)\$' $ctest_arguments
+    -E '^(libtorch.relocated_archive_layout|TrainCommand.TheDefaultJob.*|SharedMemoryOnOneCpu\\..*|TrainOptions.EachBadOptionOrDataFolderIsOneLineAndNoWorkerStarts|ResumeOnAnyWorldSize.From(LocalShards|ShardsOverHttp).*|NamespacedHosts\\..*|LiveHosts\\..*|Rendezvous\\..*|DeadRank\\..*|TrainCommand.AStoppedWorkerIsNamedAsHung.*|TrainFromShards.ThroughResetsAnd503s.*|Checkpoint.SigkillWhileWriting.*|TrainCommand.AWorkerKilledAtARandomStep.*|LiveRecovery.(AWorkerKilledMidStep|AStoppedWorker|AWorkerLostWhileTheOthersHeal|BelowTheFewestWorkers).*|LiveTraining.(AWorkerLostWhileTheOthersHeal|BelowTheFewestWorkers).*)\$' $ctest_arguments
 "
