@@ -20,23 +20,24 @@ def object_of(command):
 
 def precompiled_torch(commands):
     """The flags that load the test programs' precompiled torch/torch.h (tests/CMakeLists.txt),
-    with their -O level; none where the build has not made it."""
+    with their -O flags (none in a build type without); none where the build has not made it."""
     for command in commands:
         words = shlex.split(command)
         if "-include" in words:
             header = words[words.index("-include") + 1]
             if "lockstep_torch_pch" in header and os.path.exists(header + ".gch"):
-                return [[w for w in words if w.startswith("-O")][-1], "-Winvalid-pch", "-include", header]
+                return [w for w in words if w.startswith("-O")] + ["-Winvalid-pch", "-include", header]
     return []
 
 
 def syntax_only(command, header_flags):
     """The compile command without its outputs (object and dependency files) and, for a
     benchmark built with libtorch where a precompiled header is given, without its own -O level."""
-    if not any(word.endswith("torch/csrc/api/include") for word in shlex.split(command)):
+    words = shlex.split(command)
+    if not any(word.endswith("torch/csrc/api/include") for word in words):
         header_flags = []
     kept, skip_next = [], False
-    for word in shlex.split(command):
+    for word in words:
         if skip_next:
             skip_next = False
         elif word in ("-o", "-MT", "-MF"):
