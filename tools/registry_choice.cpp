@@ -35,4 +35,11 @@ std::vector<std::string> RegistryChoice::as_arguments() const {
   return arguments;
 }
 
+std::vector<NamedSetting> RegistryChoice::values() const {
+  std::vector<NamedSetting> values;
+  if (!file.empty()) values.emplace_back("data_toml", file);
+  if (!path_overrides.empty()) values.emplace_back("data_path", path_overrides);
+  return values;
+}
+
 }  // namespace lockstep::tools

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "handed_flags.h"
 #include "lockstep/data/registry.h"
 
 namespace lockstep::tools {
@@ -21,6 +22,8 @@ struct RegistryChoice {
   data::Registry load(const std::string& chosen) const;
   // The same choice as flags, for workers started with it.
   std::vector<std::string> as_arguments() const;
+  // The same choice as a settings file's keys (data_toml, data_path), those that are set.
+  std::vector<NamedSetting> values() const;
 };
 
 }  // namespace lockstep::tools

@@ -8,8 +8,6 @@
 #include <iostream>
 #include <memory>
 
-#include <toml++/toml.h>
-
 #include "job/slurm_step.h"
 #include "launch/cluster_node.h"
 #include "launch/launcher.h"
@@ -18,6 +16,7 @@
 #include "lockstep/train/device.h"
 #include "workers_mode.h"
 #include "job_data.h"
+#include "run_config.h"
 #include "temporary_folder.h"
 #include "train_job.h"
 
@@ -31,50 +30,6 @@ std::string timestamp() {
   const std::time_t now = std::time(nullptr);
   std::strftime(text, sizeof text, "%Y%m%d-%H%M%S", std::localtime(&now));
   return text;
-}
-
-// Fills what the command line left unset from the [train] keys of a TOML file: flags win.
-void apply_config(const std::string& path, CLI::App& command) {
-  toml::table table;
-  try {
-    table = toml::parse_file(path);
-  } catch (const toml::parse_error& error) {
-    throw ConfigError(path + ":" + std::to_string(error.source().begin.line) + ": " + std::string(error.description()));
-  }
-  for (const auto& [key, node] : table) {
-    const std::string name(key.str());
-    const std::string flag = "--" + [&] {
-      std::string dashed = name;
-      for (char& c : dashed) c = c == '_' ? '-' : c;
-      return dashed;
-    }();
-    CLI::Option* option = nullptr;
-    try {
-      option = command.get_option(flag);
-    } catch (const CLI::OptionNotFound&) {
-      throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": unknown setting '" + name +
-                        "' (settings are the long flags of lockstep train, with _ for -)");
-    }
-    if (option->count() > 0 || flag == "--config") continue;
-    std::string text;
-    if (node.is_string())
-      text = *node.value<std::string>();
-    else if (node.is_boolean())
-      text = *node.value<bool>() ? "true" : "false";
-    else if (node.is_integer())
-      text = std::to_string(*node.value<int64_t>());
-    else if (node.is_floating_point())
-      text = std::to_string(*node.value<double>());
-    else
-      throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": '" + name +
-                        "' must be a string, number or boolean");
-    try {
-      option->add_result(text);
-      command.get_option(flag)->run_callback();
-    } catch (const CLI::Error& error) {
-      throw ConfigError(path + ":" + std::to_string(node.source().begin.line) + ": " + name + ": " + error.what());
-    }
-  }
 }
 
 // Which attempt of a job the launcher restarted this worker in (0: the first).
@@ -115,10 +70,11 @@ void add_train_command(CLI::App& app, Action& chosen) {
       "train", "Train a model data-parallel on a registry dataset (default: a CNN on Fashion-MNIST, 2 workers)");
   auto job = std::make_shared<TrainJob>();
   auto config = std::make_shared<std::string>();
-  command->add_option("--config", *config, "TOML file of settings (the long flags, _ for -); flags win");
+  command->add_option("--config", *config,
+                      "TOML file of settings (the long flags, _ for -; a run's RUN/config.toml); flags win");
   job->add_options(*command);
   command->callback([=, &chosen] {
-    if (!config->empty()) apply_config(*config, *command);
+    if (!config->empty()) apply_settings_file(*config, *command);
     chosen = [=] {
       const auto env = process_environment();
       const auto step = slurm_step(env);
@@ -135,6 +91,12 @@ void add_train_command(CLI::App& app, Action& chosen) {
       if ((worker && restart_count() > 0) || (step && step->restart_count > 0)) job->resume = true;
       // Every task of a Slurm job, on every node and after a requeue, writes to the same run folder.
       if (step && job->out.empty()) job->out = job->default_out("job" + step->job_id);
+      if (job->resume) {
+        // The run goes on with the settings it kept; flags may change only how it runs.
+        if (job->out.empty() && !worker) job->out = job->newest_run();
+        const std::string note = job->out.empty() ? "" : take_run_config(*job, *command, worker);
+        if (!note.empty() && !worker) std::cerr << note << "\n";
+      }
       job->resolve_defaults();
       // -n MIN:MAX trains on with fewer workers than it started: live recovery, unless refused.
       if (job->min_workers > 0 && job->recovery_option->count() == 0) job->recovery = "live";
@@ -148,8 +110,10 @@ void add_train_command(CLI::App& app, Action& chosen) {
       job->check();
       if (worker) return run_train_job(*job);
       // Resolve what the workers must agree on (the run folder's name) before starting them.
-      if (job->out.empty()) job->out = job->resume ? job->newest_run() : job->default_out(timestamp());
+      if (job->out.empty()) job->out = job->default_out(timestamp());
       job->continue_sample_log();
+      save_run_config(*job);
+      setenv(kRunConfigSavedVariable, "1", 1);
       if (job->mode == "threads") return run_train_replicas(*job);
       // The indexes this check reads are left here for the workers: one read of each per job.
       const TemporaryFolder index_copies("lockstep-index-copies");

@@ -18,6 +18,7 @@
 #include "comm/groups/regroup.h"
 #include "elastic/membership.h"
 #include "rank_hosts.h"
+#include "run_config.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
@@ -103,12 +104,11 @@ void TrainJob::add_options(CLI::App& command) {
               "Gradient bucket size of DistributedDataParallel, in MiB "
               "(the first bucket at most 1)")
       ->capture_default_str();
-  flags
-      .option("--gradient-as-bucket-view", &TrainJob::gradient_as_bucket_view,
-              "Each gradient a view into its bucket: no copy out of the reduced buckets, one copy of the "
-              "gradients in memory, the same bits (false: copied out, PyTorch's default)")
-      ->capture_default_str();
-  flags.option("--scale-lr", &TrainJob::scale_lr, "Multiply the learning rate by the world size");
+  flags.flag("--gradient-as-bucket-view,!--no-gradient-as-bucket-view", &TrainJob::gradient_as_bucket_view,
+             "Each gradient a view into its bucket (the default): no copy out of the reduced buckets, one copy "
+             "of the gradients in memory, the same bits (--no-gradient-as-bucket-view: copied out, PyTorch's "
+             "default)");
+  flags.flag("--scale-lr", &TrainJob::scale_lr, "Multiply the learning rate by the world size");
   flags.flag("--augment", &TrainJob::augment, "Random crops and flips of small images");
   flags
       .option("--bind", &TrainJob::bind,
@@ -292,6 +292,13 @@ std::vector<std::string> TrainJob::as_arguments() const {
   return arguments;
 }
 
+std::vector<NamedSetting> TrainJob::settings() const {
+  std::vector<NamedSetting> settings = flags_.values(*this);
+  const auto registry = datasets.values();
+  settings.insert(settings.end(), registry.begin(), registry.end());
+  return settings;
+}
+
 namespace {
 
 // With LOCKSTEP_TIMING set, rank 0 prints when it reached each phase of its start, on the
@@ -434,6 +441,11 @@ int run_train_job(const TrainJob& job) {
     throw ConfigError(
         "--mode threads runs the workers inside one process, but this process is one rank of a "
         "launched job; leave --mode out inside mpirun or torchrun");
+  }
+  // Started by a launcher other than lockstep train's (torchrun, mpirun, srun): rank 0
+  // keeps the run's settings.
+  if (lockstep::rank() == 0 && !job.out.empty() && std::getenv(kRunConfigSavedVariable) == nullptr) {
+    save_run_config(job);
   }
   const JobData data = open_job_data(job);
   report_timing("data");

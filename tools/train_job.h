@@ -96,6 +96,8 @@ struct TrainJob {
   std::string newest_run() const;
   // Every setting as explicit flags, for the workers this process starts.
   std::vector<std::string> as_arguments() const;
+  // Every setting by its settings-file key (the launcher's too), for RUN/config.toml.
+  std::vector<NamedSetting> settings() const;
 
  private:
   HandedFlags<TrainJob> flags_;  // every flag above, declared once in add_options

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "lockstep/error.h"
 #include "s3/s3_client.h"
@@ -48,6 +50,35 @@ void save_archive_atomically(torch::serialize::OutputArchive& archive, const std
   }
   sync_to_disk(temporary, O_RDONLY);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) throw Error("cannot rename " + temporary + " to " + path);
+}
+
+void save_text_atomically(const std::string& text, const std::string& path) {
+  if (s3::is_s3_url(path)) {
+    s3_client().put(s3::parse_s3_url(path), reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    return;
+  }
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    file << text;
+    if (!file.flush()) throw Error("cannot write " + temporary);
+  }
+  sync_to_disk(temporary, O_RDONLY);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw Error("cannot rename " + temporary + " to " + path);
+}
+
+std::optional<std::string> read_text(const std::string& path) {
+  if (s3::is_s3_url(path)) {
+    const auto bytes = s3_client().get_if_present(s3::parse_s3_url(path));
+    if (!bytes) return std::nullopt;
+    return std::string(bytes->begin(), bytes->end());
+  }
+  if (!fs::exists(path)) return std::nullopt;
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (!file) throw DataError("cannot read " + path);
+  return text.str();
 }
 
 void sync_folder(const std::string& folder) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,13 @@ namespace lockstep::optim {
 /// Writes `archive` to `path`: locally to a temporary file beside it, flushed to disk and
 /// renamed (durable once the folder is synced, sync_folder); in S3 with one PUT.
 void save_archive_atomically(torch::serialize::OutputArchive& archive, const std::string& path);
+
+/// Writes `text` to `path` whole or not at all, as save_archive_atomically does.
+void save_text_atomically(const std::string& text, const std::string& path);
+
+/// The text of `path`, or nothing when there is no such file or object; DataError naming it
+/// when it cannot be read.
+std::optional<std::string> read_text(const std::string& path);
 
 /// Flushes a local folder's entries (the renames into it) to disk; nothing in S3.
 void sync_folder(const std::string& folder);

@@ -163,7 +163,7 @@ TEST(TrainOptions, ZeroOneAndTwoTrainTheBitsOfZeroZeroResumeExactlyAndContinueOn
     EXPECT_EQ(ran.exit_code, 0) << ran.output;
     return ran;
   };
-  job("unsharded", {"-n", "2", "--zero", "0", "--gradient-as-bucket-view", "false"});
+  job("unsharded", {"-n", "2", "--zero", "0", "--no-gradient-as-bucket-view"});
   job("threads", {"-n", "2", "--zero", "1", "--mode", "threads"});
   job("resumed", {"-n", "2", "--zero", "1", "--mode", "processes", "--stop-after-step", "11"});
   EXPECT_TRUE(fs::is_regular_file(dir.path() + "/resumed/checkpoints/step-0000000011.optimizer-1-of-2.pt"));

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "train_job.h"
+
+// RUN/config.toml: every resolved setting of a `lockstep train` run, in the format --config
+// reads, kept beside its checkpoints (in the bucket for --out s3://...). `--out RUN --resume`
+// alone continues the run from it; `--config RUN/config.toml --out NEW` trains it again.
+namespace lockstep::tools {
+
+/// The file that keeps the settings of the run whose --out is `out`.
+std::string run_config_path(const std::string& out);
+
+/// Set in the environment of the workers a launching process started after it saved the
+/// run's settings, so that they do not save them again (and without the launcher's own).
+inline constexpr const char* kRunConfigSavedVariable = "LOCKSTEP_RUN_CONFIG_SAVED";
+
+/// Fills the options of `command` that its command line left unset from the settings file
+/// `path` (--config's): flags win. ConfigError naming the file, line and key that is
+/// unknown or cannot be read.
+void apply_settings_file(const std::string& path, CLI::App& command);
+
+/// Writes the settings of `job` to run_config_path(job.out), whole or not at all.
+void save_run_config(const TrainJob& job);
+
+/// For --resume: the run's config.toml fills the options the command line left unset (but
+/// the workers' count and mode inside a launched worker, which its launch decides), and a
+/// flag that would change the training itself is a ConfigError naming the key and both
+/// values. A run folder without one, from before runs kept their settings, resumes with the
+/// flags given: the returned line says so ("" otherwise).
+std::string take_run_config(TrainJob& job, CLI::App& command, bool in_a_worker);
+
+}  // namespace lockstep::tools
