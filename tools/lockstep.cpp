@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data_commands.h"
+#include "eval_command.h"
 #include "export_command.h"
 #include "lockstep/error.h"
 #include "plot_command.h"
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   lockstep::tools::add_datasets_command(app, chosen);
   lockstep::tools::add_data_command(app, chosen);
   lockstep::tools::add_train_command(app, chosen);
+  lockstep::tools::add_eval_command(app, chosen);
   lockstep::tools::add_plot_command(app, chosen);
   lockstep::tools::add_export_command(app, chosen);
   lockstep::tools::add_timeline_command(app, chosen);

@@ -179,6 +179,22 @@ void save_run_config(const TrainJob& job) {
   optim::save_text_atomically(text, run_config_path(job.out));
 }
 
+TrainJob load_run_settings(const std::string& out) {
+  const std::string path = run_config_path(out);
+  const auto text = optim::read_text(path);
+  if (!text) throw ConfigError(path + " is missing: is " + out + " the folder (--out) of a lockstep train run?");
+  TrainJob job;
+  CLI::App command("", "train");
+  job.add_options(command);
+  const toml::table table = parse_settings(path, *text);
+  for (const auto& setting : settings_of(path, table, command)) apply(path, setting);
+  // Its options belong to `command`, gone on return; nothing was given on a command line.
+  job.workers_option = job.mode_option = job.lr_option = job.weight_decay_option = job.threads_option =
+      job.recovery_option = nullptr;
+  job.out = out;
+  return job;
+}
+
 std::string take_run_config(TrainJob& job, CLI::App& command, bool in_a_worker) {
   const std::string path = run_config_path(job.out);
   const auto text = optim::read_text(path);

@@ -26,6 +26,9 @@ void apply_settings_file(const std::string& path, CLI::App& command);
 /// Writes the settings of `job` to run_config_path(job.out), whole or not at all.
 void save_run_config(const TrainJob& job);
 
+/// The settings the run at `out` kept, with `out` set; ConfigError when it kept none.
+TrainJob load_run_settings(const std::string& out);
+
 /// For --resume: the run's config.toml fills the options the command line left unset (but
 /// the workers' count and mode inside a launched worker, which its launch decides), and a
 /// flag that would change the training itself is a ConfigError naming the key and both

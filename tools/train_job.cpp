@@ -35,6 +35,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+data::SamplerOptions sampler_options(const TrainJob& job) {
+  return data::SamplerOptions()
+      .batch_size(static_cast<size_t>(job.batch_size))
+      .global_batch_size(static_cast<size_t>(job.global_batch_size))
+      .seed(job.seed);
+}
+
 // The device of the worker of `local_rank`; the library's error names the choice, the user
 // gave it as --device.
 torch::Device device_of(const std::string& choice, int local_rank) {
@@ -45,13 +52,25 @@ torch::Device device_of(const std::string& choice, int local_rank) {
   }
 }
 
-std::string percent(double fraction) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%.2f%%", 100 * fraction);
+}  // namespace
+
+std::string counted(int64_t count, const std::string& thing) {
+  return std::to_string(count) + " " + thing + (count == 1 ? "" : "s");
+}
+
+std::string validation_figures(const train::Record& validation) {
+  char text[96];
+  std::snprintf(text, sizeof text, "loss %.4f, top-1 %.2f%%, top-5 %.2f%%", validation.value("loss"),
+                100 * validation.value("top1"), 100 * validation.value("top5"));
   return text;
 }
 
-}  // namespace
+data::LoaderOptions validation_loading(const TrainJob& job, torch::Device device) {
+  return data::LoaderOptions()
+      .sampler(sampler_options(job).shuffle(false).even(false).global_batch_size(0))
+      .threads(job.threads)
+      .pin_memory(device.is_cuda());  // pinned batches reach the GPU without blocking
+}
 
 void TrainJob::add_options(CLI::App& command) {
   auto flags = flags_.declaring(command, *this);
@@ -362,12 +381,6 @@ train::TrainerOptions trainer_options(const TrainJob& job) {
   return options;
 }
 
-data::SamplerOptions sampler_options(const TrainJob& job) {
-  return data::SamplerOptions()
-      .batch_size(static_cast<size_t>(job.batch_size))
-      .global_batch_size(static_cast<size_t>(job.global_batch_size))
-      .seed(job.seed);
-}
 
 }  // namespace
 
@@ -381,11 +394,7 @@ GroupTraining::GroupTraining(const TrainJob& job, const JobData& d, WorkerModel&
                                      .transform(d.train_transform)
                                      .threads(job.threads)
                                      .pin_memory(worker.device.is_cuda())),
-      val_loader_(d.val_set, data::LoaderOptions()
-                                 .sampler(sampler_options(job).shuffle(false).even(false).global_batch_size(0))
-                                 .transform(d.val_transform)
-                                 .threads(job.threads)
-                                 .pin_memory(worker.device.is_cuda())) {
+      val_loader_(d.val_set, validation_loading(job, worker.device).transform(d.val_transform)) {
   if (lockstep::rank() == 0) trainer_.add_sink(train::console_sink(std::cout, train::interactive_console()));
 }
 
@@ -398,10 +407,10 @@ int report_fit(const TrainJob& job, const JobData& d, const train::FitResult& re
       std::cout << "stopped after step " << result.steps << "; continue with: lockstep train --out " << job.out
                 << " --resume" << std::endl;
     } else if (result.validation) {
-      std::cout << job.model_label() << " on " << job.dataset << ": " << d.val_split << " top-1 "
-                << percent(result.validation->value("top1")) << ", top-5 " << percent(result.validation->value("top5"))
-                << " after " << job.epochs << " epochs on " << lockstep::world_size() << " workers in "
-                << static_cast<int64_t>(result.seconds) << " s; run in " << job.run_folder()
+      std::cout << job.model_label() << " on " << job.dataset << " after " << counted(job.epochs, "epoch") << " on "
+                << counted(lockstep::world_size(), "worker") << " in " << static_cast<int64_t>(result.seconds)
+                << " s: validation " << validation_figures(*result.validation) << " (" << d.val_split
+                << " split); run in " << job.run_folder()
                 << (s3::is_s3_url(job.out) ? ", checkpoints in " + job.checkpoint_folder() : "") << std::endl;
     }
   }
@@ -456,22 +465,32 @@ int run_train_job(const TrainJob& job) {
 
 void TrainJob::check_before_launch() const { check_model_fits(*this, open_job_data(*this)); }
 
-int run_train_replicas(const TrainJob& job) {
-  const JobData data = open_job_data(job);
-  check_model_fits(job, data);
+void on_replica_threads(const TrainJob& job, int workers, const std::function<void()>& body) {
   // The intra-op threads the launcher would give each worker process (OMP_NUM_THREADS, or
   // one each beside other workers), so that both modes compute the same bits.
   const bool threads_chosen = std::getenv("OMP_NUM_THREADS") != nullptr;
-  const int threads = job.workers > 1 && !threads_chosen ? 1 : at::get_num_threads();
-  const bool gpu_job = job.on_gpu();
+  const int threads = workers > 1 && !threads_chosen ? 1 : at::get_num_threads();
+  try {
+    run_replicas(
+        workers, [&](ProcessGroup) { body(); },
+        ReplicaOptions().threads(threads).bind_cores(launch::binding_by_default(job.bind, job.on_gpu()) != "none"));
+  } catch (const ReplicaError& e) {
+    // As a worker process would say it, without the library's own names.
+    const std::string prefix = "lockstep: ";
+    const std::string& reason = e.reason();
+    throw Error("worker " + std::to_string(e.replica()) + ": " +
+                (reason.rfind(prefix, 0) == 0 ? reason.substr(prefix.size()) : reason));
+  }
+}
+
+int run_train_replicas(const TrainJob& job) {
+  const JobData data = open_job_data(job);
+  check_model_fits(job, data);
   int status = 0;
-  run_replicas(
-      job.workers,
-      [&](ProcessGroup group) {
-        const int mine = train_worker(job, data);
-        if (group.rank() == 0) status = mine;  // every replica stops at the same step
-      },
-      ReplicaOptions().threads(threads).bind_cores(launch::binding_by_default(job.bind, gpu_job) != "none"));
+  on_replica_threads(job, job.workers, [&] {
+    const int mine = train_worker(job, data);
+    if (lockstep::rank() == 0) status = mine;  // every replica stops at the same step
+  });
   return status;
 }
 

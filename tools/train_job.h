@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -113,5 +114,9 @@ int run_train_job(const TrainJob& job);
 
 // The whole job in this process: its workers as replicas on threads, sharing the datasets.
 int run_train_replicas(const TrainJob& job);
+
+// `body` on `workers` replicas on threads of this process, each with the intra-op threads a
+// worker process would have; the first failure as "worker N: what it threw".
+void on_replica_threads(const TrainJob& job, int workers, const std::function<void()>& body);
 
 }  // namespace lockstep::tools

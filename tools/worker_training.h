@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "job_data.h"
 #include "job_model.h"
@@ -42,6 +43,16 @@ class GroupTraining {
   data::PrefetchLoader train_loader_;
   data::PrefetchLoader val_loader_;
 };
+
+// "3 epochs", "1 worker".
+std::string counted(int64_t count, const std::string& thing);
+
+// "loss 0.3012, top-1 89.40%, top-5 99.80%": a validation as the run's last line and
+// `lockstep eval` print it.
+std::string validation_figures(const train::Record& validation);
+
+// How a worker reads its share of the validation split, the transform aside.
+data::LoaderOptions validation_loading(const TrainJob& job, torch::Device device);
 
 // Rank 0's last lines on a fit that ended; the worker's exit status.
 int report_fit(const TrainJob& job, const JobData& d, const train::FitResult& result);

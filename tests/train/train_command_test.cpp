@@ -347,7 +347,7 @@ TEST(TrainCommand, JoinsALaunchThatExistsInsteadOfStartingWorkers) {
   const auto run = run_process(argv, testing::mpirun_env(), std::chrono::seconds(120));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // Two ranks of 256 examples in batches of 32: 8 steps, so both mpirun processes joined one job.
-  EXPECT_TRUE(contains(run.output, "after 1 epochs on 2 workers")) << run.output;
+  EXPECT_TRUE(contains(run.output, "after 1 epoch on 2 workers")) << run.output;
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/run/checkpoints/step-0000000008.pt")) << run.output;
 
   const auto mismatch =
@@ -464,9 +464,13 @@ TEST(TrainCommand, TheDefaultJobReachesNinetyOnePercentInFiveEpochs) {
   const auto run = run_process({"/bin/sh", "-c", "cd '" + dir.path() + "' && exec '" LOCKSTEP_TOOL "' train"}, {},
                                std::chrono::seconds(1500));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto at = run.output.find("test top-1 ");
+  const auto at = run.output.find("validation loss ");
   ASSERT_NE(at, std::string::npos) << run.output;
-  const double accuracy = std::stod(run.output.substr(at + 11));
+  const auto top1 = run.output.find(", top-1 ", at);
+  ASSERT_NE(top1, std::string::npos) << run.output;
+  EXPECT_TRUE(contains(run.output, "cnn on fashion-mnist after 5 epochs on 2 workers in ")) << run.output;
+  EXPECT_TRUE(contains(run.output.substr(at), "(test split); run in runs/fashion-mnist-cnn-")) << run.output;
+  const double accuracy = std::stod(run.output.substr(top1 + 8));
   EXPECT_GE(accuracy, 91.0) << run.output;
   std::cout << run.output.substr(run.output.rfind("cnn on")) << std::flush;
 }

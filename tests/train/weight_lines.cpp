@@ -66,7 +66,7 @@ void expect_accurate_and_resumed_bit_exactly(const std::vector<std::string>& job
   whole.insert(whole.end(), {"--out", dir.path() + "/whole"});
   const auto trained = run_process(whole, {}, deadline);
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  const auto top1 = numbers_on_lines(trained.output, "(test top-1 )([0-9.]+)%");
+  const auto top1 = numbers_on_lines(trained.output, "(, top-1 )([0-9.]+)%");
   ASSERT_EQ(top1.size(), 1u) << trained.output;
   EXPECT_GE(top1[0], min_top1) << trained.output;
 

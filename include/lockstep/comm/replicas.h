@@ -43,9 +43,12 @@ class ReplicaError : public Error {
  public:
   ReplicaError(int replica, const std::string& what);
   int replica() const { return replica_; }
+  /// What the replica threw, without the replica's number.
+  const std::string& reason() const { return reason_; }
 
  private:
   int replica_;
+  std::string reason_;
 };
 
 /// libtorch draws from one default CPU generator per process, so replicas drawing from it
