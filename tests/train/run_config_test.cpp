@@ -51,16 +51,21 @@ class RunConfig : public ::testing::Test {
     dir_ = new TemporaryDirectory;
     const auto whole = run_process(non_default_job(whole_run(), {"--mode", "threads"}));
     ASSERT_EQ(whole.exit_code, 0) << whole.output;
+    whole_output_ = new std::string(whole.output);
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
+    delete whole_output_;
+    whole_output_ = nullptr;
   }
   static std::string whole_run() { return dir_->path() + "/whole"; }
   static TemporaryDirectory* dir_;
+  static std::string* whole_output_;
 };
 
 TemporaryDirectory* RunConfig::dir_ = nullptr;
+std::string* RunConfig::whole_output_ = nullptr;
 
 TEST_F(RunConfig, ANonDefaultRunStoppedMidEpochResumesWithResumeAloneToTheUninterruptedBits) {
   for (const std::string mode : {"threads", "processes"}) {
@@ -156,6 +161,34 @@ TEST_F(RunConfig, ARunWithoutConfigResumesWithTheFlagsGivenAndSaysSoOnce) {
   EXPECT_EQ(second.output.find(note), second.output.rfind(note)) << second.output;
   EXPECT_TRUE(fs::exists(out + "/config.toml"));
   expect_same_model(whole_run(), out);
+}
+
+// The run's last line and `lockstep eval` print the same figures, whatever the workers.
+TEST_F(RunConfig, EvalPrintsTheRunsFinalValidationFiguresOnOneAndTwoWorkers) {
+  const std::string& output = *whole_output_;
+  const auto at = output.find("validation loss ");
+  ASSERT_NE(at, std::string::npos) << output;
+  const std::string figures = output.substr(at + 11, output.find(" (test split)", at) - at - 11);
+  ASSERT_TRUE(contains(figures, ", top-1 ")) << output;
+  for (const std::string workers : {"1", "2"}) {
+    const auto eval = run_process({LOCKSTEP_TOOL, "eval", whole_run(), "-n", workers});
+    ASSERT_EQ(eval.exit_code, 0) << eval.output;
+    EXPECT_TRUE(contains(eval.output, "mlp on fashion-mnist, " + whole_run() + "/checkpoints/step-0000000016.pt: test " +
+                                          figures + " (96 samples on " + workers + " worker"))
+        << figures << "\n"
+        << eval.output;
+  }
+  const auto earlier = run_process(
+      {LOCKSTEP_TOOL, "eval", whole_run(), "--checkpoint", whole_run() + "/checkpoints/step-0000000008.pt"});
+  ASSERT_EQ(earlier.exit_code, 0) << earlier.output;
+  EXPECT_FALSE(contains(earlier.output, figures)) << earlier.output;
+  const auto train_split = run_process({LOCKSTEP_TOOL, "eval", whole_run(), "--split", "train"});
+  ASSERT_EQ(train_split.exit_code, 0) << train_split.output;
+  EXPECT_TRUE(contains(train_split.output, ": train loss ")) << train_split.output;
+  EXPECT_TRUE(contains(train_split.output, "(384 samples on 1 worker")) << train_split.output;
+  const auto no_run = run_process({LOCKSTEP_TOOL, "eval", dir_->path()});
+  EXPECT_EQ(no_run.exit_code, 2) << no_run.output;
+  EXPECT_TRUE(contains(no_run.output, "lockstep eval: " + dir_->path() + "/config.toml is missing")) << no_run.output;
 }
 
 }  // namespace
