@@ -2,6 +2,7 @@
 // (tests/support/s3_gateway.h), which verifies SigV4 strictly. Packed into a bucket and
 // trained from it, the losses are those of local shards, to every digit; credentials come
 // from the environment or a profile; each mistake is one line naming what to fix.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -103,12 +104,13 @@ class S3Datasets : public ::testing::Test {
 
   Finished train(const std::string& dataset, const std::string& out, const Env& env,
                  const std::vector<std::string>& extra = {}) const {
-    std::vector<std::string> command{LOCKSTEP_TOOL,  "train", "--data-toml", datasets->toml,
-                                     "--dataset",    dataset, "--limit",     "1024",
-                                     "--val-limit",  "512",   "--epochs",    "2",
-                                     "--batch-size", "32",    "-n",          "2",
-                                     "--out",        out};
+    std::vector<std::string> command{LOCKSTEP_TOOL, "train",     "--data-toml", datasets->toml, "--dataset",
+                                     dataset,       "--limit",   "1024",        "--val-limit",  "512",
+                                     "--epochs",    "2",         "--batch-size", "32",          "--out",
+                                     out};
     command.insert(command.end(), extra.begin(), extra.end());
+    // Two workers unless `extra` says how many.
+    if (std::find(extra.begin(), extra.end(), "-n") == extra.end()) command.insert(command.end(), {"-n", "2"});
     return run_process(command, env, std::chrono::seconds(300));
   }
 
@@ -259,29 +261,33 @@ class GatewayCredentialsHere {
 };
 
 // A run stopped mid-way with its checkpoints in the bucket, then resumed from them, ends
-// with the parameters of a run never stopped (plain, and ZeRO-1 with its optimizer shards).
+// with the parameters of a run never stopped: plain, and a run of no default (the MLP,
+// AdamW, ZeRO-1 with its optimizer shards, 3 workers, a global batch) resumed with
+// `--out s3://... --resume` alone, from the settings it keeps in the bucket.
 TEST_F(S3Datasets, CheckpointsInTheBucketResumeToTheParametersOfAnUninterruptedRun) {
   SKIP_WITHOUT_THE_GATEWAY();
   std::string why;
   ASSERT_TRUE(gateway->make_bucket("runs", &why)) << why;
   TemporaryDirectory runs;
   const Env env = with(gateway->credentials(), {{"AWS_ENDPOINT_URL", gateway->endpoint()}});
-  for (const std::vector<std::string>& optimizer :
-       {std::vector<std::string>{}, std::vector<std::string>{"--zero", "1", "--optimizer", "adamw"}}) {
-    const std::string name = optimizer.empty() ? "plain" : "zero1";
-    const Finished whole = train("local", runs.path() + "/" + name, {}, optimizer);
+  for (const std::vector<std::string>& settings :
+       {std::vector<std::string>{},
+        std::vector<std::string>{"--model", "mlp", "--optimizer", "adamw", "--zero", "1", "-n", "3",
+                                 "--global-batch-size", "64", "--mode", "processes"}}) {
+    const std::string name = settings.empty() ? "plain" : "zero1";
+    const Finished whole = train("local", runs.path() + "/" + name, {}, settings);
     ASSERT_EQ(whole.exit_code, 0) << whole.output;
     const std::string out = "s3://runs/" + name;
-    auto stopped = optimizer;
+    auto stopped = settings;
     stopped.insert(stopped.end(), {"--stop-after-step", "20"});
     const Finished first = train("local", out, env, stopped);
     ASSERT_EQ(first.exit_code, 0) << first.output;
     EXPECT_TRUE(contains(first.output, "continue with: lockstep train --out " + out + " --resume")) << first.output;
-    const Finished again = train("local", out, env, optimizer);
+    const Finished again = train("local", out, env, settings);
     EXPECT_TRUE(contains(again.output, out + " already holds a run's checkpoints; add --resume")) << again.output;
-    auto resumed = optimizer;
-    resumed.push_back("--resume");
-    const Finished second = train("local", out, env, resumed);
+    const Finished second =
+        settings.empty() ? train("local", out, env, {"--resume"})
+                         : run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume"}, env, std::chrono::seconds(300));
     ASSERT_EQ(second.exit_code, 0) << second.output;
     EXPECT_TRUE(contains(second.output, "checkpoints in " + out + "/checkpoints")) << second.output;
 
