@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/error.h"
 #include "lockstep/train/sample_log.h"
 
 namespace lockstep::tools {
@@ -13,6 +14,10 @@ namespace {
 int audit(const std::string& run) {
   namespace fs = std::filesystem;
   const std::string path = fs::is_directory(run) ? (fs::path(run) / "samples.log").string() : run;
+  if (fs::is_directory(run) && !fs::exists(path)) {
+    throw ConfigError(run + " has no samples.log: the run was trained without --sample-log, which keeps the ids of "
+                      "every step's samples for this audit");
+  }
   const train::SampleLog log = train::read_sample_log(path);
   const train::SampleAudit audit = train::audit_sample_log(log);
   const auto& h = log.header;

@@ -125,6 +125,7 @@ int train_live(const TrainJob& job, const JobData& d, elastic::Membership& membe
           return stop_below_min(job, d, worker, membership, *start);
       }
       GroupTraining training(job, d, worker, start, [&membership] { return membership.joiner_waiting(); });
+      if (!regrouped) print_start(job, d, worker, training);
       try {
         result = training.fit();
       } catch (...) {

@@ -35,6 +35,15 @@ std::string without_library_prefix(const std::string& message) {
   return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
+// "lockstep train": the command as far as it was parsed, to name in errors.
+std::string command_name(const CLI::App& app) {
+  std::string command = "lockstep";
+  for (const CLI::App* sub = &app; !sub->get_subcommands().empty(); sub = sub->get_subcommands().front()) {
+    command += " " + sub->get_subcommands().front()->get_name();
+  }
+  return command;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,7 +54,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, SIG_DFL);  // c10 takes Ctrl-C for a crash too; an interrupt prints no stacks
 #endif
   CLI::App app{"lockstep: data-parallel training for libtorch"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
   app.set_version_flag("--version", kVersion);
   Action chosen;
   lockstep::tools::add_run_command(app, chosen);
@@ -61,21 +70,23 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& help_or_version) {
     return app.exit(help_or_version);
-  } catch (const CLI::ExtrasError& error) {
-    std::cerr << "lockstep: " << error.what() << " (put PROGRAM and its ARGS after --)\n";
-    return kUsageStatus;
   } catch (const CLI::ParseError& error) {
-    std::cerr << "lockstep: " << error.what() << " (see lockstep --help)\n";
+    const std::string command = command_name(app);
+    // Only `run` takes a program, whose own arguments CLI11 would take for lockstep's.
+    const bool program_misplaced = command == "lockstep run" && dynamic_cast<const CLI::ExtrasError*>(&error);
+    std::cerr << command << ": " << error.what()
+              << (program_misplaced ? " (put PROGRAM and its ARGS after --)" : " (see " + command + " --help)") << "\n";
     return kUsageStatus;
-  } catch (const lockstep::ConfigError& error) {  // from a subcommand's settings file
-    std::cerr << "lockstep: " << without_library_prefix(error.what()) << "\n";
+  } catch (const lockstep::ConfigError& error) {  // from a subcommand's settings
+    std::cerr << command_name(app) << ": " << without_library_prefix(error.what()) << "\n";
     return kUsageStatus;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cout << app.help();
+    return 0;
   }
 
-  std::string command = "lockstep";
-  for (const CLI::App* sub = &app; !sub->get_subcommands().empty(); sub = sub->get_subcommands().front()) {
-    command += " " + sub->get_subcommands().front()->get_name();
-  }
+  const std::string command = command_name(app);
   try {
     return chosen();
   } catch (const lockstep::ConfigError& error) {

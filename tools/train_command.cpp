@@ -70,9 +70,11 @@ void add_train_command(CLI::App& app, Action& chosen) {
       "train", "Train a model data-parallel on a registry dataset (default: a CNN on Fashion-MNIST, 2 workers)");
   auto job = std::make_shared<TrainJob>();
   auto config = std::make_shared<std::string>();
-  command->add_option("--config", *config,
-                      "TOML file of settings (the long flags, _ for -; a run's RUN/config.toml); flags win");
   job->add_options(*command);
+  command
+      ->add_option("--config", *config,
+                   "TOML file of settings (the long flags, _ for -; a run's RUN/config.toml); flags win")
+      ->group("Output");
   command->callback([=, &chosen] {
     if (!config->empty()) apply_settings_file(*config, *command);
     chosen = [=] {

@@ -58,6 +58,41 @@ std::string counted(int64_t count, const std::string& thing) {
   return std::to_string(count) + " " + thing + (count == 1 ? "" : "s");
 }
 
+namespace {
+
+// 1234567 as "1,234,567".
+std::string grouped(int64_t count) {
+  std::string digits = std::to_string(count);
+  for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) digits.insert(static_cast<size_t>(at), ",");
+  return digits;
+}
+
+}  // namespace
+
+void print_start(const TrainJob& job, const JobData& d, const WorkerModel& worker, const GroupTraining& training) {
+  if (lockstep::rank() != 0) return;
+  int64_t parameters = 0;
+  for (const auto& p : worker.model.module->parameters()) parameters += p.numel();
+  const int workers = lockstep::world_size();
+  const std::string batches =
+      job.global_batch_size > 0
+          ? "global batches of " + std::to_string(job.global_batch_size)
+          : "batches of " + std::to_string(job.batch_size) + " a worker (" +
+                std::to_string(job.batch_size * workers) + " a step)";
+  const int64_t steps = job.epochs * training.steps_per_epoch();
+  std::cout << "lockstep train: " << job.model_label() << " (" << grouped(parameters) << " parameters) on "
+            << job.dataset << " (" << grouped(static_cast<int64_t>(d.train_set->size())) << " train, "
+            << grouped(static_cast<int64_t>(d.val_set->size())) << " " << d.val_split << "), "
+            << counted(workers, "worker") << " (" << job.mode << ") on "
+            << (worker.device.is_cuda() ? "GPUs" : "the CPU") << (job.precision == "bf16" ? " in bf16" : "") << ", "
+            << batches << ", " << counted(steps, "step") << "; run in " << job.run_folder() << std::endl;
+  if (job.warmup_steps > steps) {
+    std::cout << "lockstep train: --warmup-steps " << job.warmup_steps << " is longer than the run's "
+              << counted(steps, "step") << ": the learning rate is still warming up to --lr " << job.lr
+              << " when the run ends" << std::endl;
+  }
+}
+
 std::string validation_figures(const train::Record& validation) {
   char text[96];
   std::snprintf(text, sizeof text, "loss %.4f, top-1 %.2f%%, top-5 %.2f%%", validation.value("loss"),
@@ -79,7 +114,7 @@ void TrainJob::add_options(CLI::App& command) {
       ->capture_default_str();
   workers_option =
       flags
-          .option("-n,--workers", &TrainJob::workers,
+          .option("-n,--workers,--nproc-per-node", &TrainJob::workers,
                   "Workers on this machine; MIN:MAX starts MAX and trains on while MIN are left (--recovery live)")
           ->transform([this](std::string text) { return launch::take_min("-n", text, min_workers); })
           ->capture_default_str();
@@ -152,7 +187,7 @@ void TrainJob::add_options(CLI::App& command) {
                                 "the cores shared among the workers, up to 8)");
   flags.option("--log-every", &TrainJob::log_every, "Steps between logged metrics")->capture_default_str();
   flags.option("--checkpoint-every", &TrainJob::checkpoint_every,
-               "Steps between checkpoints, besides epoch ends (0: none)");
+               "Steps between checkpoints, besides every epoch's end (0: at epoch ends only)");
   flags.option("--keep", &TrainJob::keep, "Checkpoints kept")->capture_default_str();
   flags.option("--limit", &TrainJob::limit, "Train on the first N examples only");
   flags.option("--val-limit", &TrainJob::val_limit, "Validate on the first N examples only");
@@ -176,6 +211,23 @@ void TrainJob::add_options(CLI::App& command) {
             "Processes mode: seconds without a worker's heartbeats after which it is named as hung")
       ->capture_default_str();
   datasets.add_to(command);
+  // `lockstep train --help` lists them in groups, each where its first flag was declared.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
+      {"Model and data", {"--model", "--precision", "--seed", "--dataset", "--data-toml", "--data-path", "--limit",
+                          "--val-limit", "--val-split", "--augment", "--threads"}},
+      {"Optimization", {"--epochs", "--batch-size", "--global-batch-size", "--optimizer", "--lr", "--momentum",
+                        "--weight-decay", "--schedule", "--warmup-steps", "--clip-grad-norm", "--scale-lr"}},
+      {"Distribution", {"--workers", "--mode", "--device", "--zero", "--bucket-cap-mb", "--gradient-as-bucket-view",
+                        "--bind", "--deterministic"}},
+      {"Fault tolerance", {"--resume", "--checkpoint-every", "--keep", "--stop-after-step", "--max-restarts",
+                           "--recovery", "--heartbeat-timeout"}},
+      {"Output", {"--out", "--config", "--log-every", "--timeline", "--sample-log"}},
+  };
+  for (const auto& [group, names] : groups) {
+    for (const auto& name : names) {
+      if (CLI::Option* option = command.get_option_no_throw(name)) option->group(group);
+    }
+  }
 }
 
 void TrainJob::resolve_defaults() {
@@ -335,6 +387,7 @@ void report_timing(const char* phase) {
 int train_worker(const TrainJob& job, const JobData& d) {
   WorkerModel worker = make_worker_model(job, d);
   GroupTraining training(job, d, worker, std::nullopt, nullptr);
+  print_start(job, d, worker, training);
   return report_fit(job, d, training.fit());
 }
 

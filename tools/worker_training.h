@@ -37,12 +37,17 @@ class GroupTraining {
   void save_checkpoint(const train::TrainingPosition& at) { trainer_.save_checkpoint(at); }
   std::optional<train::TrainingPosition> position() const { return trainer_.position(); }
   bool update_pending() const { return trainer_.update_pending(); }
+  int64_t steps_per_epoch() const { return static_cast<int64_t>(train_loader_.batches_per_epoch()); }
 
  private:
   train::Trainer trainer_;
   data::PrefetchLoader train_loader_;
   data::PrefetchLoader val_loader_;
 };
+
+// Rank 0's first lines: what is about to run (model, data, workers, device, batches, run
+// folder), and a warm-up the run is too short to finish.
+void print_start(const TrainJob& job, const JobData& d, const WorkerModel& worker, const GroupTraining& training);
 
 // "3 epochs", "1 worker".
 std::string counted(int64_t count, const std::string& thing);
