@@ -1,6 +1,9 @@
 #pragma once
 
-// The whole public API of lockstep.
+// lockstep's distributed core: process groups and collectives, replicas on threads,
+// DistributedDataParallel, live recovery and the distributed optimizers. The data layer
+// (lockstep/data/), the Trainer and checkpoints (lockstep/train/) and the timeline
+// (lockstep/timeline.h) have headers of their own, included where they are used.
 #include "lockstep/comm/collectives.h"
 #include "lockstep/error.h"
 #include "lockstep/comm/init.h"
