@@ -18,18 +18,14 @@ namespace {
 // and where this start ends.
 const std::set<std::string> kNotRecorded = {"out", "resume", "stop_after_step", "config"};
 
-// Settings that change what is trained: a resumed run keeps them. The others (workers
-// under a global batch, mode, device, recovery, logging, checkpoints, --epochs to extend)
-// change how it runs.
+// Settings that change what is trained: a resumed run keeps them. The others change how it
+// runs: the workers (with a global batch each step trains the same samples on any number;
+// without one, the launcher says how the steps change), the mode, device, ZeRO stage (the
+// same bits on every stage), recovery, logging, checkpoints, --epochs to extend it.
 const std::set<std::string> kTrainingKeys = {
-    "dataset",      "model",          "precision", "batch_size", "global_batch_size", "optimizer",
-    "lr",           "momentum",       "weight_decay", "schedule", "warmup_steps",     "clip_grad_norm",
-    "zero",         "scale_lr",       "augment",   "seed",       "limit"};
-
-// Without a global batch the workers' count sets each step's samples.
-bool trains_differently(const std::string& key, const TrainJob& job) {
-  return kTrainingKeys.count(key) > 0 || (key == "workers" && job.global_batch_size == 0);
-}
+    "dataset",      "model",    "precision",    "batch_size", "global_batch_size", "optimizer",
+    "lr",           "momentum", "weight_decay", "schedule",   "warmup_steps",      "clip_grad_norm",
+    "scale_lr",     "augment",  "seed",         "limit"};
 
 std::string flag_of(const std::string& key) {
   std::string flag = "--" + key;
@@ -215,13 +211,20 @@ std::string take_run_config(TrainJob& job, CLI::App& command, bool in_a_worker) 
   // Compared once the file's settings are in: whether the workers' count matters depends on them.
   const auto now = job.settings();
   for (const FileSetting* setting : given) {
-    if (!trains_differently(setting->key, job)) continue;
+    if (kTrainingKeys.count(setting->key) == 0) continue;
     const auto here = std::find_if(now.begin(), now.end(), [&](const auto& s) { return s.first == setting->key; });
     if (here == now.end() || same(here->second, setting->value)) continue;
     throw ConfigError(place(path, *setting->node) + "this run trains with " + setting->key + " = " +
                       toml_text(setting->value) + ", not " + flag_of(setting->key) + " " +
                       toml_text(here->second) + ": a resumed run keeps what it trains with (leave out " +
                       flag_of(setting->key) + ", or train anew: --config " + path + " --out NEW)");
+  }
+  const auto workers = std::find_if(settings.begin(), settings.end(), [](const auto& s) { return s.key == "workers"; });
+  if (!in_a_worker && job.global_batch_size == 0 && workers != settings.end() &&
+      !same(workers->value, setting_value(job.workers))) {
+    return "lockstep train: " + job.out + " trained on " + toml_text(workers->value) +
+           " workers without --global-batch-size: on " + std::to_string(job.workers) + " each step trains " +
+           std::to_string(job.batch_size * job.workers) + " examples, and the epoch it stopped in starts again";
   }
   return "";
 }

@@ -32,8 +32,9 @@ TrainJob load_run_settings(const std::string& out);
 /// For --resume: the run's config.toml fills the options the command line left unset (but
 /// the workers' count and mode inside a launched worker, which its launch decides), and a
 /// flag that would change the training itself is a ConfigError naming the key and both
-/// values. A run folder without one, from before runs kept their settings, resumes with the
-/// flags given: the returned line says so ("" otherwise).
+/// values. Returns a line for the user, or "": a run folder without config.toml (from before
+/// runs kept their settings) resumes with the flags given, and a run without a global batch
+/// resumed on other workers trains other steps.
 std::string take_run_config(TrainJob& job, CLI::App& command, bool in_a_worker);
 
 }  // namespace lockstep::tools

@@ -114,13 +114,14 @@ void add_train_command(CLI::App& app, Action& chosen) {
       // Resolve what the workers must agree on (the run folder's name) before starting them.
       if (job->out.empty()) job->out = job->default_out(timestamp());
       job->continue_sample_log();
-      save_run_config(*job);
-      setenv(kRunConfigSavedVariable, "1", 1);
       if (job->mode == "threads") return run_train_replicas(*job);
       // The indexes this check reads are left here for the workers: one read of each per job.
       const TemporaryFolder index_copies("lockstep-index-copies");
       setenv(kIndexCopiesVariable, index_copies.path().c_str(), 1);
       job->check_before_launch();
+      // The launcher's settings are the run's; the workers do not save theirs.
+      save_run_config(*job);
+      setenv(kRunConfigSavedVariable, "1", 1);
       return launch_workers(*job);
     };
   });

@@ -539,6 +539,7 @@ void on_replica_threads(const TrainJob& job, int workers, const std::function<vo
 int run_train_replicas(const TrainJob& job) {
   const JobData data = open_job_data(job);
   check_model_fits(job, data);
+  save_run_config(job);  // once its data and model are known to work
   int status = 0;
   on_replica_threads(job, job.workers, [&] {
     const int mine = train_worker(job, data);

@@ -15,7 +15,8 @@ namespace lockstep::tools {
 // A run folder's copy of the TorchScript model it trains (the weights are in checkpoints/).
 inline constexpr const char* kScriptedModelFile = "model.pt";
 
-// The settings of one `lockstep train` run, as flags or [config] keys, and the run itself.
+// The settings of one `lockstep train` run, as flags or settings-file keys (--config,
+// RUN/config.toml), and the run itself.
 struct TrainJob {
   std::string dataset = "fashion-mnist";
   std::string model = "cnn";  // a built-in name, or a TorchScript file (FILE.pt)

@@ -41,6 +41,7 @@ const char* kReportedVariables[] = {
     "PMIX_RANK",
     "LOCKSTEP_RESTART_COUNT",
     "LOCKSTEP_RESTART_REASON",
+    "LOCKSTEP_JOB_ID",
 };
 
 std::string variable(const char* name) {

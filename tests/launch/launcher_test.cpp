@@ -70,6 +70,38 @@ TEST(LockstepRun, EnvAndPrefix) {
   }
 }
 
+// torchrun's command lines work as they are.
+TEST(LockstepRun, TakesTorchrunsSpellings) {
+  const Finished standalone = run_process(
+      lockstep_run({"--nproc_per_node", "2", "--standalone", "--max_restarts", "0", "--rdzv-id", "job-7"}, {"env"}),
+      {}, kExitBound);
+  ASSERT_EQ(standalone.exit_code, 0) << standalone.output;
+  const int port = free_port();
+  const Finished at_endpoint = run_process(
+      lockstep_run({"--nproc_per_node=2", "--nnodes=1", "--node_rank=0", "--rdzv_backend=c10d",
+                    "--rdzv_endpoint=127.0.0.1:" + std::to_string(port)},
+                   {"env"}),
+      {}, kExitBound);
+  ASSERT_EQ(at_endpoint.exit_code, 0) << at_endpoint.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(printed_value(standalone.output, rank, "RANK"), std::to_string(rank)) << standalone.output;
+    EXPECT_EQ(printed_value(standalone.output, rank, "WORLD_SIZE"), "2") << standalone.output;
+    EXPECT_EQ(printed_value(standalone.output, rank, "LOCKSTEP_JOB_ID"), "job-7") << standalone.output;
+    EXPECT_EQ(printed_value(at_endpoint.output, rank, "WORLD_SIZE"), "2") << at_endpoint.output;
+    EXPECT_EQ(printed_value(at_endpoint.output, rank, "MASTER_ADDR"), "127.0.0.1") << at_endpoint.output;
+    EXPECT_EQ(printed_value(at_endpoint.output, rank, "MASTER_PORT"), std::to_string(port)) << at_endpoint.output;
+  }
+}
+
+// `lockstep` alone prints its help, which names every command.
+TEST(LockstepCommand, AloneItPrintsItsHelp) {
+  const Finished ran = run_process({LOCKSTEP_TOOL}, {}, std::chrono::seconds(20));
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  for (const std::string command : {"run", "train", "eval", "datasets", "data", "plot", "export", "timeline"}) {
+    EXPECT_TRUE(contains(ran.output, "\n  " + command + " ")) << command << "\n" << ran.output;
+  }
+}
+
 // K + 1 failures end the job with the last one's status and cause; each restart starts every
 // worker afresh and tells it which attempt it is.
 TEST(LockstepRun, MaxRestartsRestartsEveryWorkerUntilTheBudgetIsSpent) {
@@ -290,6 +322,27 @@ INSTANTIATE_TEST_SUITE_P(
                        2,
                        "lockstep run: --nnodes 2 needs --master-addr and --master-port so every node finds the "
                        "same store"},
+        BadCommandLine{"AnUnknownFlagOfRunNamesWherePROGRAMGoes",
+                       {"run", "-n", "2", "--bogus", "--", "true"},
+                       2,
+                       "lockstep run: The following arguments were not expected: -- --bogus (put PROGRAM and its "
+                       "ARGS after --)"},
+        BadCommandLine{"AnUnknownFlagOfTrainNamesTrainsHelp",
+                       {"train", "--bogus"},
+                       2,
+                       "lockstep train: The following argument was not expected: --bogus (see lockstep train --help)"},
+        BadCommandLine{"AnUnknownCommand",
+                       {"bogus"},
+                       2,
+                       "lockstep: The following argument was not expected: bogus (see lockstep --help)"},
+        BadCommandLine{"AnEndpointWithoutPort",
+                       {"run", "-n", "1", "--rdzv-endpoint", "localhost", "--", "true"},
+                       2,
+                       "lockstep run: --rdzv-endpoint wants HOST:PORT, got 'localhost'"},
+        BadCommandLine{"StandaloneOnSeveralNodes",
+                       {"run", "-n", "1", "--standalone", "--nnodes", "2", "--", "true"},
+                       2,
+                       "lockstep run: --standalone runs one node, but --nnodes is 2"},
         BadCommandLine{"MpiOnSeveralNodes",
                        {"run", "-n", "1", "--nnodes", "2", "--backend", "mpi", "--master-addr", "h", "--master-port",
                         "1234", "--", "true"},

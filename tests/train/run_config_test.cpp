@@ -96,7 +96,8 @@ TEST_F(RunConfig, AChangedTrainingFlagIsRefusedNamingTheKeyAndBothValuesAnExecut
   for (const Change& change : {Change{{"--optimizer", "sgd"}, "this run trains with optimizer = 'adamw', not --optimizer 'sgd'"},
                                Change{{"--lr", "0.02"}, "this run trains with lr = 0.002, not --lr 0.02"},
                                Change{{"--model", "cnn"}, "this run trains with model = 'mlp', not --model 'cnn'"},
-                               Change{{"--zero", "0"}, "this run trains with zero = 1, not --zero 0"},
+                               Change{{"--global-batch-size", "96"},
+                                      "this run trains with global_batch_size = 48, not --global-batch-size 96"},
                                Change{{"--seed", "8"}, "this run trains with seed = 7, not --seed 8"}}) {
     std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--out", out, "--resume"};
     command.insert(command.end(), change.flags.begin(), change.flags.end());
@@ -106,10 +107,11 @@ TEST_F(RunConfig, AChangedTrainingFlagIsRefusedNamingTheKeyAndBothValuesAnExecut
     EXPECT_TRUE(contains(refused.output, change.expected)) << refused.output;
     EXPECT_EQ(testing::count_lines(refused.output), 1u) << refused.output;
   }
-  // How it runs may change: the workers (under a global batch), the mode, logging, and more
-  // epochs; the next --resume goes on with the new ones.
-  const auto accepted = run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume", "-n", "2", "--mode",
-                                     "processes", "--log-every", "2", "--epochs", "3", "--stop-after-step", "18"});
+  // How it runs may change: the workers (under a global batch), the mode, the ZeRO stage
+  // (the same bits), logging, and more epochs; the next --resume goes on with the new ones.
+  const auto accepted =
+      run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume", "-n", "2", "--mode", "processes", "--zero", "0",
+                   "--log-every", "2", "--epochs", "3", "--stop-after-step", "18"});
   ASSERT_EQ(accepted.exit_code, 0) << accepted.output;
   EXPECT_TRUE(contains(accepted.output, "stopped after step 18")) << accepted.output;
   const auto extended = run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume"});

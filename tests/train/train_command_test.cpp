@@ -255,6 +255,9 @@ TEST(TrainCommand, ACheckpointOfTwoWorkersContinuesOnOneFromTheEpochStart) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   // Step 11 was in epoch 2, which restarts: 2 epochs of 16 steps on one worker follow.
   EXPECT_TRUE(std::filesystem::exists(out + "/checkpoints/step-0000000043.pt")) << resumed.output;
+  EXPECT_TRUE(contains(resumed.output, out + " trained on 2 workers without --global-batch-size: on 1 each step "
+                                             "trains 32 examples, and the epoch it stopped in starts again"))
+      << resumed.output;
 }
 
 // With --global-batch-size every step trains the same samples on 1, 2 or 3 workers, threads

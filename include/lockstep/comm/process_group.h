@@ -31,7 +31,10 @@ class ProcessGroup {
   /// The members' ranks in the default group, in the order of their ranks in this one.
   std::vector<int> ranks() const;
   /// How the group's bytes travel: "shm" (shared memory), "gloo", "mpi", "shm+gloo" or
-  /// "shm+mpi" (shared memory inside hosts, the backend between them), or "self" (one rank).
+  /// "shm+mpi" (shared memory inside hosts, the backend between them), "threads" (replicas
+  /// of one process), or "self" (one rank); then any device transport and the tensors it
+  /// moves: ", nccl for cuda" (", self for cuda" in a group of one). CUDA tensors staged
+  /// through host memory travel as the first part says.
   std::string transport() const;
   /// How many collectives this rank has called on the group so far: the sequence number
   /// of its next one (the timeline counts a step's collectives by it).
