@@ -64,6 +64,7 @@ bench: build
 	$(BUILD)/bench/ddp_cnn
 	$(BUILD)/bench/sync_floor
 	$(BUILD)/bench/recovery
+	$(BUILD)/bench/eval_speed
 	$(BUILD)/bench/live_recovery
 	$(BUILD)/bench/heal
 

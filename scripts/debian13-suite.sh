@@ -10,7 +10,7 @@
 # gpu-labelled ones skip, saying why: the machine has no GPU), then the same suite: CPU jobs
 # of a CUDA build. Not part of CI: its packages are 2.5 GB more (`make test-cuda-build`).
 #
-# Run against 1.13 only, to keep CI within its time (docs/PERFORMANCE.md, "CI"): the launcher
+# Run against 1.13 only, to keep CI within its time (docs/dev/CI.md): the launcher
 # and cluster tests (labels launch and cluster), which do not touch libtorch's API, and
 # libtorch.relocated_archive_layout, whose second build of lockstep tests CMake and the
 # loader, not libtorch's API; the downstream project is built against 2.6 here too. Their
