@@ -15,7 +15,8 @@ int audit(const std::string& run) {
   namespace fs = std::filesystem;
   const std::string path = fs::is_directory(run) ? (fs::path(run) / "samples.log").string() : run;
   if (fs::is_directory(run) && !fs::exists(path)) {
-    throw ConfigError(run + " has no samples.log: the run was trained without --sample-log, which keeps the ids of "
+    throw ConfigError(run +
+                      " has no samples.log: the run was trained without --sample-log, which keeps the ids of "
                       "every step's samples for this audit");
   }
   const train::SampleLog log = train::read_sample_log(path);

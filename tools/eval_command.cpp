@@ -70,8 +70,8 @@ int evaluate(const EvalRequest& request) {
   const double samples = result->value("samples");
   std::cout << job.model_label() << " on " << job.dataset << ", " << checkpoint << ": " << data.val_split << " "
             << validation_figures(*result) << " (" << static_cast<int64_t>(samples) << " samples on "
-            << counted(request.workers, "worker") << ", " << static_cast<int64_t>(samples / seconds)
-            << " samples/s)" << std::endl;
+            << counted(request.workers, "worker") << ", " << static_cast<int64_t>(samples / seconds) << " samples/s)"
+            << std::endl;
   return 0;
 }
 
@@ -79,7 +79,8 @@ int evaluate(const EvalRequest& request) {
 
 void add_eval_command(CLI::App& app, Action& chosen) {
   CLI::App* command = app.add_subcommand(
-      "eval", "Loss, top-1 and top-5 of a run's newest checkpoint (or --checkpoint) over a split, as the run computed them");
+      "eval",
+      "Loss, top-1 and top-5 of a run's newest checkpoint (or --checkpoint) over a split, as the run computed them");
   auto request = std::make_shared<EvalRequest>();
   command->add_option("RUN", request->run, "The run's folder (lockstep train --out), or its s3://BUCKET/PREFIX")
       ->required();

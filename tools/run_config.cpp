@@ -23,9 +23,8 @@ const std::set<std::string> kNotRecorded = {"out", "resume", "stop_after_step", 
 // without one, the launcher says how the steps change), the mode, device, ZeRO stage (the
 // same bits on every stage), recovery, logging, checkpoints, --epochs to extend it.
 const std::set<std::string> kTrainingKeys = {
-    "dataset",      "model",    "precision",    "batch_size", "global_batch_size", "optimizer",
-    "lr",           "momentum", "weight_decay", "schedule",   "warmup_steps",      "clip_grad_norm",
-    "scale_lr",     "augment",  "seed",         "limit"};
+    "dataset",      "model",    "precision",    "batch_size",     "global_batch_size", "optimizer", "lr",   "momentum",
+    "weight_decay", "schedule", "warmup_steps", "clip_grad_norm", "scale_lr",          "augment",   "seed", "limit"};
 
 std::string flag_of(const std::string& key) {
   std::string flag = "--" + key;
@@ -134,8 +133,8 @@ std::vector<FileSetting> settings_of(const std::string& path, const toml::table&
     try {
       option = command.get_option(flag_of(key));
     } catch (const CLI::OptionNotFound&) {
-      throw ConfigError(place(path, node) + "unknown setting '" + key +
-                        "' (settings are the long flags of lockstep " + command.get_name() + ", with _ for -)");
+      throw ConfigError(place(path, node) + "unknown setting '" + key + "' (settings are the long flags of lockstep " +
+                        command.get_name() + ", with _ for -)");
     }
     settings.push_back({key, value_of(path, key, node), option, &node});
   }
@@ -215,9 +214,9 @@ std::string take_run_config(TrainJob& job, CLI::App& command, bool in_a_worker) 
     const auto here = std::find_if(now.begin(), now.end(), [&](const auto& s) { return s.first == setting->key; });
     if (here == now.end() || same(here->second, setting->value)) continue;
     throw ConfigError(place(path, *setting->node) + "this run trains with " + setting->key + " = " +
-                      toml_text(setting->value) + ", not " + flag_of(setting->key) + " " +
-                      toml_text(here->second) + ": a resumed run keeps what it trains with (leave out " +
-                      flag_of(setting->key) + ", or train anew: --config " + path + " --out NEW)");
+                      toml_text(setting->value) + ", not " + flag_of(setting->key) + " " + toml_text(here->second) +
+                      ": a resumed run keeps what it trains with (leave out " + flag_of(setting->key) +
+                      ", or train anew: --config " + path + " --out NEW)");
   }
   const auto workers = std::find_if(settings.begin(), settings.end(), [](const auto& s) { return s.key == "workers"; });
   if (!in_a_worker && job.global_batch_size == 0 && workers != settings.end() &&

@@ -74,11 +74,10 @@ void print_start(const TrainJob& job, const JobData& d, const WorkerModel& worke
   int64_t parameters = 0;
   for (const auto& p : worker.model.module->parameters()) parameters += p.numel();
   const int workers = lockstep::world_size();
-  const std::string batches =
-      job.global_batch_size > 0
-          ? "global batches of " + std::to_string(job.global_batch_size)
-          : "batches of " + std::to_string(job.batch_size) + " a worker (" +
-                std::to_string(job.batch_size * workers) + " a step)";
+  const std::string batches = job.global_batch_size > 0
+                                  ? "global batches of " + std::to_string(job.global_batch_size)
+                                  : "batches of " + std::to_string(job.batch_size) + " a worker (" +
+                                        std::to_string(job.batch_size * workers) + " a step)";
   const int64_t steps = job.epochs * training.steps_per_epoch();
   std::cout << "lockstep train: " << job.model_label() << " (" << grouped(parameters) << " parameters) on "
             << job.dataset << " (" << grouped(static_cast<int64_t>(d.train_set->size())) << " train, "
@@ -213,14 +212,18 @@ void TrainJob::add_options(CLI::App& command) {
   datasets.add_to(command);
   // `lockstep train --help` lists them in groups, each where its first flag was declared.
   const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Model and data", {"--model", "--precision", "--seed", "--dataset", "--data-toml", "--data-path", "--limit",
-                          "--val-limit", "--val-split", "--augment", "--threads"}},
-      {"Optimization", {"--epochs", "--batch-size", "--global-batch-size", "--optimizer", "--lr", "--momentum",
-                        "--weight-decay", "--schedule", "--warmup-steps", "--clip-grad-norm", "--scale-lr"}},
-      {"Distribution", {"--workers", "--mode", "--device", "--zero", "--bucket-cap-mb", "--gradient-as-bucket-view",
-                        "--bind", "--deterministic"}},
-      {"Fault tolerance", {"--resume", "--checkpoint-every", "--keep", "--stop-after-step", "--max-restarts",
-                           "--recovery", "--heartbeat-timeout"}},
+      {"Model and data",
+       {"--model", "--precision", "--seed", "--dataset", "--data-toml", "--data-path", "--limit", "--val-limit",
+        "--val-split", "--augment", "--threads"}},
+      {"Optimization",
+       {"--epochs", "--batch-size", "--global-batch-size", "--optimizer", "--lr", "--momentum", "--weight-decay",
+        "--schedule", "--warmup-steps", "--clip-grad-norm", "--scale-lr"}},
+      {"Distribution",
+       {"--workers", "--mode", "--device", "--zero", "--bucket-cap-mb", "--gradient-as-bucket-view", "--bind",
+        "--deterministic"}},
+      {"Fault tolerance",
+       {"--resume", "--checkpoint-every", "--keep", "--stop-after-step", "--max-restarts", "--recovery",
+        "--heartbeat-timeout"}},
       {"Output", {"--out", "--config", "--log-every", "--timeline", "--sample-log"}},
   };
   for (const auto& [group, names] : groups) {
@@ -433,7 +436,6 @@ train::TrainerOptions trainer_options(const TrainJob& job) {
   if (job.clip_grad_norm > 0) options.clip_grad_norm(job.clip_grad_norm);
   return options;
 }
-
 
 }  // namespace
 

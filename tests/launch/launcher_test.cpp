@@ -73,15 +73,15 @@ TEST(LockstepRun, EnvAndPrefix) {
 // torchrun's command lines work as they are.
 TEST(LockstepRun, TakesTorchrunsSpellings) {
   const Finished standalone = run_process(
-      lockstep_run({"--nproc_per_node", "2", "--standalone", "--max_restarts", "0", "--rdzv-id", "job-7"}, {"env"}),
-      {}, kExitBound);
+      lockstep_run({"--nproc_per_node", "2", "--standalone", "--max_restarts", "0", "--rdzv-id", "job-7"}, {"env"}), {},
+      kExitBound);
   ASSERT_EQ(standalone.exit_code, 0) << standalone.output;
   const int port = free_port();
-  const Finished at_endpoint = run_process(
-      lockstep_run({"--nproc_per_node=2", "--nnodes=1", "--node_rank=0", "--rdzv_backend=c10d",
-                    "--rdzv_endpoint=127.0.0.1:" + std::to_string(port)},
-                   {"env"}),
-      {}, kExitBound);
+  const Finished at_endpoint =
+      run_process(lockstep_run({"--nproc_per_node=2", "--nnodes=1", "--node_rank=0", "--rdzv_backend=c10d",
+                                "--rdzv_endpoint=127.0.0.1:" + std::to_string(port)},
+                               {"env"}),
+                  {}, kExitBound);
   ASSERT_EQ(at_endpoint.exit_code, 0) << at_endpoint.output;
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(printed_value(standalone.output, rank, "RANK"), std::to_string(rank)) << standalone.output;

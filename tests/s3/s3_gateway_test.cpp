@@ -104,10 +104,10 @@ class S3Datasets : public ::testing::Test {
 
   Finished train(const std::string& dataset, const std::string& out, const Env& env,
                  const std::vector<std::string>& extra = {}) const {
-    std::vector<std::string> command{LOCKSTEP_TOOL, "train",     "--data-toml", datasets->toml, "--dataset",
-                                     dataset,       "--limit",   "1024",        "--val-limit",  "512",
-                                     "--epochs",    "2",         "--batch-size", "32",          "--out",
-                                     out};
+    std::vector<std::string> command{LOCKSTEP_TOOL,  "train", "--data-toml", datasets->toml,
+                                     "--dataset",    dataset, "--limit",     "1024",
+                                     "--val-limit",  "512",   "--epochs",    "2",
+                                     "--batch-size", "32",    "--out",       out};
     command.insert(command.end(), extra.begin(), extra.end());
     // Two workers unless `extra` says how many.
     if (std::find(extra.begin(), extra.end(), "-n") == extra.end()) command.insert(command.end(), {"-n", "2"});
@@ -285,9 +285,9 @@ TEST_F(S3Datasets, CheckpointsInTheBucketResumeToTheParametersOfAnUninterruptedR
     EXPECT_TRUE(contains(first.output, "continue with: lockstep train --out " + out + " --resume")) << first.output;
     const Finished again = train("local", out, env, settings);
     EXPECT_TRUE(contains(again.output, out + " already holds a run's checkpoints; add --resume")) << again.output;
-    const Finished second =
-        settings.empty() ? train("local", out, env, {"--resume"})
-                         : run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume"}, env, std::chrono::seconds(300));
+    const Finished second = settings.empty() ? train("local", out, env, {"--resume"})
+                                             : run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume"}, env,
+                                                           std::chrono::seconds(300));
     ASSERT_EQ(second.exit_code, 0) << second.output;
     EXPECT_TRUE(contains(second.output, "checkpoints in " + out + "/checkpoints")) << second.output;
 

@@ -26,10 +26,10 @@ namespace fs = std::filesystem;
 // 384 examples (8 steps an epoch), 2 epochs.
 std::vector<std::string> non_default_job(const std::string& out, std::vector<std::string> extra) {
   std::vector<std::string> command = {
-      LOCKSTEP_TOOL, "train",       "--model", "mlp",      "--optimizer", "adamw", "--lr", "0.002",
-      "-n",          "3",           "--zero",  "1",        "--global-batch-size", "48",  "--limit",
-      "384",         "--val-limit", "96",      "--epochs", "2",           "--warmup-steps", "3",
-      "--seed",      "7",           "--log-every", "4",    "--out",       out};
+      LOCKSTEP_TOOL, "train", "--model",  "mlp", "--optimizer",         "adamw", "--lr",    "0.002",
+      "-n",          "3",     "--zero",   "1",   "--global-batch-size", "48",    "--limit", "384",
+      "--val-limit", "96",    "--epochs", "2",   "--warmup-steps",      "3",     "--seed",  "7",
+      "--log-every", "4",     "--out",    out};
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
 }
@@ -93,12 +93,13 @@ TEST_F(RunConfig, AChangedTrainingFlagIsRefusedNamingTheKeyAndBothValuesAnExecut
     std::vector<std::string> flags;
     std::string expected;
   };
-  for (const Change& change : {Change{{"--optimizer", "sgd"}, "this run trains with optimizer = 'adamw', not --optimizer 'sgd'"},
-                               Change{{"--lr", "0.02"}, "this run trains with lr = 0.002, not --lr 0.02"},
-                               Change{{"--model", "cnn"}, "this run trains with model = 'mlp', not --model 'cnn'"},
-                               Change{{"--global-batch-size", "96"},
-                                      "this run trains with global_batch_size = 48, not --global-batch-size 96"},
-                               Change{{"--seed", "8"}, "this run trains with seed = 7, not --seed 8"}}) {
+  for (const Change& change :
+       {Change{{"--optimizer", "sgd"}, "this run trains with optimizer = 'adamw', not --optimizer 'sgd'"},
+        Change{{"--lr", "0.02"}, "this run trains with lr = 0.002, not --lr 0.02"},
+        Change{{"--model", "cnn"}, "this run trains with model = 'mlp', not --model 'cnn'"},
+        Change{{"--global-batch-size", "96"},
+               "this run trains with global_batch_size = 48, not --global-batch-size 96"},
+        Change{{"--seed", "8"}, "this run trains with seed = 7, not --seed 8"}}) {
     std::vector<std::string> command = {LOCKSTEP_TOOL, "train", "--out", out, "--resume"};
     command.insert(command.end(), change.flags.begin(), change.flags.end());
     const auto refused = run_process(command);
@@ -109,9 +110,8 @@ TEST_F(RunConfig, AChangedTrainingFlagIsRefusedNamingTheKeyAndBothValuesAnExecut
   }
   // How it runs may change: the workers (under a global batch), the mode, the ZeRO stage
   // (the same bits), logging, and more epochs; the next --resume goes on with the new ones.
-  const auto accepted =
-      run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume", "-n", "2", "--mode", "processes", "--zero", "0",
-                   "--log-every", "2", "--epochs", "3", "--stop-after-step", "18"});
+  const auto accepted = run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume", "-n", "2", "--mode", "processes",
+                                     "--zero", "0", "--log-every", "2", "--epochs", "3", "--stop-after-step", "18"});
   ASSERT_EQ(accepted.exit_code, 0) << accepted.output;
   EXPECT_TRUE(contains(accepted.output, "stopped after step 18")) << accepted.output;
   const auto extended = run_process({LOCKSTEP_TOOL, "train", "--out", out, "--resume"});
@@ -175,8 +175,9 @@ TEST_F(RunConfig, EvalPrintsTheRunsFinalValidationFiguresOnOneAndTwoWorkers) {
   for (const std::string workers : {"1", "2"}) {
     const auto eval = run_process({LOCKSTEP_TOOL, "eval", whole_run(), "-n", workers});
     ASSERT_EQ(eval.exit_code, 0) << eval.output;
-    EXPECT_TRUE(contains(eval.output, "mlp on fashion-mnist, " + whole_run() + "/checkpoints/step-0000000016.pt: test " +
-                                          figures + " (96 samples on " + workers + " worker"))
+    EXPECT_TRUE(contains(eval.output, "mlp on fashion-mnist, " + whole_run() +
+                                          "/checkpoints/step-0000000016.pt: test " + figures + " (96 samples on " +
+                                          workers + " worker"))
         << figures << "\n"
         << eval.output;
   }

@@ -95,7 +95,9 @@ ReplicaContext* current_replica() { return this_threads_replica; }
 }  // namespace detail
 
 ReplicaError::ReplicaError(int replica, const std::string& what)
-    : Error("lockstep::run_replicas: replica " + std::to_string(replica) + " failed: " + what), replica_(replica), reason_(what) {}
+    : Error("lockstep::run_replicas: replica " + std::to_string(replica) + " failed: " + what),
+      replica_(replica),
+      reason_(what) {}
 
 void run_replicas(int n, const std::function<void(ProcessGroup group)>& body, const ReplicaOptions& options) {
   if (n < 1) throw ConfigError("lockstep::run_replicas: n must be at least 1, got " + std::to_string(n));
