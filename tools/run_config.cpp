@@ -1,5 +1,7 @@
 #include "run_config.h"
 
+#include <sysexits.h>
+
 #include <algorithm>
 #include <charconv>
 #include <optional>
@@ -174,6 +176,13 @@ void save_run_config(const TrainJob& job) {
   optim::save_text_atomically(text, run_config_path(job.out));
 }
 
+int train_keeping_run_config(const TrainJob& job, const std::function<int()>& train) {
+  if (!job.settings_kept_after_training) save_run_config(job);
+  const int status = train();
+  if (job.settings_kept_after_training && (status == 0 || status == EX_TEMPFAIL)) save_run_config(job);
+  return status;
+}
+
 TrainJob load_run_settings(const std::string& out) {
   const std::string path = run_config_path(out);
   const auto text = optim::read_text(path);
@@ -194,6 +203,7 @@ std::string take_run_config(TrainJob& job, CLI::App& command, bool in_a_worker) 
   const std::string path = run_config_path(job.out);
   const auto text = optim::read_text(path);
   if (!text) {
+    job.settings_kept_after_training = true;
     return "lockstep train: " + path +
            " is missing (a run from before runs kept their settings): resuming with the flags given";
   }

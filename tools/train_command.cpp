@@ -120,9 +120,8 @@ void add_train_command(CLI::App& app, Action& chosen) {
       setenv(kIndexCopiesVariable, index_copies.path().c_str(), 1);
       job->check_before_launch();
       // The launcher's settings are the run's; the workers do not save theirs.
-      save_run_config(*job);
       setenv(kRunConfigSavedVariable, "1", 1);
-      return launch_workers(*job);
+      return train_keeping_run_config(*job, [&] { return launch_workers(*job); });
     };
   });
 }

@@ -506,14 +506,16 @@ int run_train_job(const TrainJob& job) {
         "--mode threads runs the workers inside one process, but this process is one rank of a "
         "launched job; leave --mode out inside mpirun or torchrun");
   }
+  const auto train = [&] {
+    const JobData data = open_job_data(job);
+    report_timing("data");
+    return membership ? train_live(job, data, *membership) : train_worker(job, data);
+  };
   // Started by a launcher other than lockstep train's (torchrun, mpirun, srun): rank 0
   // keeps the run's settings.
-  if (lockstep::rank() == 0 && !job.out.empty() && std::getenv(kRunConfigSavedVariable) == nullptr) {
-    save_run_config(job);
-  }
-  const JobData data = open_job_data(job);
-  report_timing("data");
-  const int status = membership ? train_live(job, data, *membership) : train_worker(job, data);
+  const bool keeps_settings =
+      lockstep::rank() == 0 && !job.out.empty() && std::getenv(kRunConfigSavedVariable) == nullptr;
+  const int status = keeps_settings ? train_keeping_run_config(job, train) : train();
   lockstep::shutdown();
   return status;
 }
@@ -541,13 +543,15 @@ void on_replica_threads(const TrainJob& job, int workers, const std::function<vo
 int run_train_replicas(const TrainJob& job) {
   const JobData data = open_job_data(job);
   check_model_fits(job, data);
-  save_run_config(job);  // once its data and model are known to work
-  int status = 0;
-  on_replica_threads(job, job.workers, [&] {
-    const int mine = train_worker(job, data);
-    if (lockstep::rank() == 0) status = mine;  // every replica stops at the same step
+  // Once its data and model are known to work.
+  return train_keeping_run_config(job, [&] {
+    int status = 0;
+    on_replica_threads(job, job.workers, [&] {
+      const int mine = train_worker(job, data);
+      if (lockstep::rank() == 0) status = mine;  // every replica stops at the same step
+    });
+    return status;
   });
-  return status;
 }
 
 }  // namespace lockstep::tools

@@ -59,6 +59,10 @@ struct TrainJob {
   int min_workers = 0;               // -n MIN:MAX's MIN: live recovery trains on while this many are left
   double heartbeat_timeout = 30;     // processes mode: seconds without heartbeats that make a worker hung
   RegistryChoice datasets;           // --data-toml, --data-path
+  // Resuming a run folder that kept no settings (from before RUN/config.toml): they are
+  // kept once this start has trained, so that a resume its checkpoint refuses leaves the
+  // folder as it was.
+  bool settings_kept_after_training = false;
 
   CLI::Option* workers_option = nullptr;
   CLI::Option* mode_option = nullptr;

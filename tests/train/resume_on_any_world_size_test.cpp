@@ -2,6 +2,7 @@
 // sample log of the two parts equals the uninterrupted run's step by step, and `lockstep
 // data audit` finds every sample once per epoch. From IDX files, local shards and shards
 // served by nginx, with processes and threads.
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -73,14 +74,22 @@ TEST(ResumeOnAnyWorldSize, FromIdxFilesEveryPairOfWorkerCountsTrainsTheUninterru
   expect_resumes_train_the_uninterrupted_samples(
       [](const std::string& out, std::vector<std::string> extra) { return global_batch_job({}, out, extra); },
       dir.path());
-  // A log that is not the run's: another seed would train other samples in the steps left.
-  const auto reseeded = run_process(global_batch_job({}, dir.path() + "/from-2-to-3", {"--resume", "--seed", "1"}));
-  EXPECT_NE(reseeded.exit_code, 0);
-  EXPECT_TRUE(contains(reseeded.output,
+  // Another seed would train other samples in the steps left: the run's config.toml refuses
+  // it, and so does the sample log in a run folder without one (from before runs kept their
+  // settings).
+  const std::string out = dir.path() + "/from-2-to-3";
+  const auto reseeded = [&] { return run_process(global_batch_job({}, out, {"--resume", "--seed", "1"})); };
+  const auto refused = reseeded();
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "this run trains with seed = 0, not --seed 1")) << refused.output;
+  EXPECT_EQ(testing::count_lines(refused.output), 1u) << refused.output;
+  std::filesystem::remove(out + "/config.toml");
+  const auto older = reseeded();
+  EXPECT_NE(older.exit_code, 0);
+  EXPECT_TRUE(contains(older.output,
                        "is of 512 samples, global batch 48, seed 0, but this run has 512 samples, "
                        "global batch 48, seed 1"))
-      << reseeded.output;
-  EXPECT_EQ(testing::count_lines(reseeded.output), 1u) << reseeded.output;
+      << older.output;
 }
 
 TEST(ResumeOnAnyWorldSize, FromLocalShardsEveryPairOfWorkerCountsTrainsTheUninterruptedRunsSamples) {

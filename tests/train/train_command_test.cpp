@@ -300,18 +300,32 @@ TEST(TrainCommand, AGlobalBatchTrainsAlikeOnOneTwoAndThreeWorkersAndResumesOnAno
   ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
   expect_close_parameters(dir.path() + "/threads-3" + last, dir.path() + "/sharded" + last);
 
-  const auto other_batch = run_process(
-      small_job(dir.path() + "/moved", {"-n", "1", "--global-batch-size", "32", "--epochs", "1", "--resume"}));
-  EXPECT_NE(other_batch.exit_code, 0);
-  EXPECT_TRUE(contains(other_batch.output, "was trained with global batch size 48, but this run has 32"))
-      << other_batch.output;
-  std::vector<std::string> fewer_examples =
-      small_job(dir.path() + "/moved", {"-n", "1", "--global-batch-size", "48", "--epochs", "1", "--resume"});
-  *(std::find(fewer_examples.begin(), fewer_examples.end(), "--limit") + 1) = "480";
-  const auto other_data = run_process(fewer_examples);
-  EXPECT_NE(other_data.exit_code, 0);
-  EXPECT_TRUE(contains(other_data.output, "was trained on a dataset of 512 samples, but this run's has 480"))
-      << other_data.output;
+  // Another global batch or dataset is refused by the run's config.toml, and by the
+  // checkpoint itself in a run folder without one (from before runs kept their settings).
+  const std::string moved = dir.path() + "/moved";
+  const auto other_batch = [&] {
+    return run_process(small_job(moved, {"-n", "1", "--global-batch-size", "32", "--epochs", "1", "--resume"}));
+  };
+  const auto other_data = [&] {
+    std::vector<std::string> fewer_examples =
+        small_job(moved, {"-n", "1", "--global-batch-size", "48", "--epochs", "1", "--resume"});
+    *(std::find(fewer_examples.begin(), fewer_examples.end(), "--limit") + 1) = "480";
+    return run_process(fewer_examples);
+  };
+  for (const auto& [refused, expected] :
+       {std::pair{other_batch(), "this run trains with global_batch_size = 48, not --global-batch-size 32"},
+        std::pair{other_data(), "this run trains with limit = 512, not --limit 480"}}) {
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_TRUE(contains(refused.output, moved + "/config.toml:")) << refused.output;
+    EXPECT_TRUE(contains(refused.output, expected)) << refused.output;
+  }
+  std::filesystem::remove(moved + "/config.toml");
+  for (const auto& [refused, expected] :
+       {std::pair{other_batch(), "was trained with global batch size 48, but this run has 32"},
+        std::pair{other_data(), "was trained on a dataset of 512 samples, but this run's has 480"}}) {
+    EXPECT_NE(refused.exit_code, 0) << refused.output;
+    EXPECT_TRUE(contains(refused.output, expected)) << refused.output;
+  }
 }
 
 TEST(TrainCommand, ABadCheckpointIsRefusedAndNothingIsOverwritten) {
@@ -321,9 +335,17 @@ TEST(TrainCommand, ABadCheckpointIsRefusedAndNothingIsOverwritten) {
   const std::string latest = CheckpointFolder(out + "/checkpoints", 3).latest();
   ASSERT_FALSE(latest.empty());
 
-  const auto other_model = run_process(small_job(out, {"-n", "1", "--model", "mlp", "--resume"}));
-  EXPECT_NE(other_model.exit_code, 0) << other_model.output;
-  EXPECT_TRUE(contains(other_model.output, latest + " (saved from model 'cnn')")) << other_model.output;
+  // Another model is refused by the run's config.toml, and by the checkpoint itself in a run
+  // folder without one (from before runs kept their settings).
+  const auto other_model = [&] { return run_process(small_job(out, {"-n", "1", "--model", "mlp", "--resume"})); };
+  const auto refused = other_model();
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(contains(refused.output, out + "/config.toml:4: this run trains with model = 'cnn', not --model 'mlp'"))
+      << refused.output;
+  std::filesystem::remove(out + "/config.toml");
+  const auto older = other_model();
+  EXPECT_NE(older.exit_code, 0) << older.output;
+  EXPECT_TRUE(contains(older.output, latest + " (saved from model 'cnn')")) << older.output;
 
   {
     std::fstream file(latest, std::ios::in | std::ios::out | std::ios::binary);
