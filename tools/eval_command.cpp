@@ -8,6 +8,7 @@
 
 #include <torch/optim/sgd.h>
 
+#include "job/malloc_tuning.h"
 #include "job_data.h"
 #include "job_model.h"
 #include "lockstep/comm/init.h"
@@ -41,6 +42,7 @@ void choose_split(TrainJob& job, const std::string& split) {
 }
 
 int evaluate(const EvalRequest& request) {
+  tune_malloc_here();  // as lockstep train's replicas have it
   TrainJob job = load_run_settings(request.run);
   choose_split(job, request.split);
   const std::string checkpoint =

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "comm/world/environment.h"
+#include "job/malloc_tuning.h"
 #include "launch/cluster_node.h"
 #include "launch/launcher.h"
 #include "lockstep/error.h"
@@ -96,10 +97,16 @@ void add_run_command(CLI::App& app, Action& chosen) {
   auto heartbeat_seconds = std::make_shared<double>(30.0);
   run->add_option("--heartbeat-timeout", *heartbeat_seconds, "Seconds without heartbeats after which a worker is hung")
       ->capture_default_str();
+  CLI::Option* no_malloc_tuning = run->add_flag(
+      "--no-malloc-tuning",
+      "Leave the workers glibc's malloc defaults (or LOCKSTEP_MALLOC_TUNING=0). By default they keep freed memory "
+      "for the next step instead of returning it to the system (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, "
+      "MALLOC_TOP_PAD_; up to 1.8x faster CPU steps), unless they set a MALLOC_*_, GLIBC_TUNABLES or LD_PRELOAD "
+      "of their own");
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
   run->callback([&chosen, options, nproc, recovery, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds, endpoint,
-                 job_id, standalone] {
+                 job_id, standalone, no_malloc_tuning] {
     if (!endpoint->empty()) take_endpoint(*endpoint, *options);
     if (standalone->count() > 0 && options->nnodes > 1) {
       throw ConfigError("--standalone runs one node, but --nnodes is " + std::to_string(options->nnodes));
@@ -113,7 +120,9 @@ void add_run_command(CLI::App& app, Action& chosen) {
     options->heartbeat_timeout = milliseconds(*heartbeat_seconds);
     const bool nproc_given = nproc->count() > 0;
     const bool recovery_given = recovery->count() > 0;
-    chosen = [options, nproc_given, recovery_given] {
+    const bool malloc_tuning = no_malloc_tuning->count() == 0;
+    chosen = [options, nproc_given, recovery_given, malloc_tuning] {
+      if (malloc_tuning) tune_malloc_here();  // the workers inherit it
       const auto env = process_environment();
       const std::string note = launch::take_node_from_cluster(*options, nproc_given, env);
       if (!note.empty()) std::cerr << "lockstep run: " << note << "\n";

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "job/malloc_tuning.h"
 #include "job/slurm_step.h"
 #include "launch/cluster_node.h"
 #include "launch/launcher.h"
@@ -78,6 +79,7 @@ void add_train_command(CLI::App& app, Action& chosen) {
   command->callback([=, &chosen] {
     if (!config->empty()) apply_settings_file(*config, *command);
     chosen = [=] {
+      if (job->malloc_tuning) tune_malloc_here();
       const auto env = process_environment();
       const auto step = slurm_step(env);
       // Under srun (-n on a step of one task per node) or in a PyTorchJob pod this process may

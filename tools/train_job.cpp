@@ -23,6 +23,7 @@
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/replicas.h"
 #include "job/cpu_topology.h"
+#include "job/malloc_tuning.h"
 #include "launch/launch_options.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/device.h"
@@ -82,9 +83,9 @@ void print_start(const TrainJob& job, const JobData& d, const WorkerModel& worke
   std::cout << "lockstep train: " << job.model_label() << " (" << grouped(parameters) << " parameters) on "
             << job.dataset << " (" << grouped(static_cast<int64_t>(d.train_set->size())) << " train, "
             << grouped(static_cast<int64_t>(d.val_set->size())) << " " << d.val_split << "), "
-            << counted(workers, "worker") << " (" << job.mode << ") on "
-            << (worker.device.is_cuda() ? "GPUs" : "the CPU") << (job.precision == "bf16" ? " in bf16" : "") << ", "
-            << batches << ", " << counted(steps, "step") << "; run in " << job.run_folder() << std::endl;
+            << counted(workers, "worker") << " (" << job.mode << (malloc_tuned() ? ", malloc keeps freed memory" : "")
+            << ") on " << (worker.device.is_cuda() ? "GPUs" : "the CPU") << (job.precision == "bf16" ? " in bf16" : "")
+            << ", " << batches << ", " << counted(steps, "step") << "; run in " << job.run_folder() << std::endl;
   if (job.warmup_steps > steps) {
     std::cout << "lockstep train: --warmup-steps " << job.warmup_steps << " is longer than the run's "
               << counted(steps, "step") << ": the learning rate is still warming up to --lr " << job.lr
@@ -176,6 +177,11 @@ void TrainJob::add_options(CLI::App& command) {
              "audit RUN says whether each epoch trained every sample once)");
   flags.flag("--deterministic", &TrainJob::deterministic,
              "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
+  flags.flag("--malloc-tuning,!--no-malloc-tuning", &TrainJob::malloc_tuning,
+             "glibc's malloc keeps freed memory for the next step instead of returning it to the system, in this "
+             "process and the workers it starts (the default; up to 1.8x faster CPU steps in a process; "
+             "--no-malloc-tuning or LOCKSTEP_MALLOC_TUNING=0: glibc's defaults). A MALLOC_*_, GLIBC_TUNABLES or "
+             "LD_PRELOAD of one's own is kept");
   flags.option("--out", &TrainJob::out,
                "Run folder (default: runs/DATASET-MODEL-TIME), or s3://BUCKET/PREFIX for the checkpoints");
   flags.flag("--resume", &TrainJob::resume, "Continue from the newest checkpoint in --out (default: the newest run)");
@@ -220,7 +226,7 @@ void TrainJob::add_options(CLI::App& command) {
         "--schedule", "--warmup-steps", "--clip-grad-norm", "--scale-lr"}},
       {"Distribution",
        {"--workers", "--mode", "--device", "--zero", "--bucket-cap-mb", "--gradient-as-bucket-view", "--bind",
-        "--deterministic"}},
+        "--deterministic", "--malloc-tuning"}},
       {"Fault tolerance",
        {"--resume", "--checkpoint-every", "--keep", "--stop-after-step", "--max-restarts", "--recovery",
         "--heartbeat-timeout"}},

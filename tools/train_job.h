@@ -43,6 +43,7 @@ struct TrainJob {
   bool scale_lr = false;
   bool augment = false;        // random crops and flips of small images (large ones are always cropped)
   bool deterministic = false;  // deterministic kernels: bit-exact resumes on a GPU
+  bool malloc_tuning = true;   // glibc keeps freed memory for the next step (job/malloc_tuning.h)
   std::string out;
   bool resume = false;
   uint64_t seed = 0;

@@ -42,6 +42,9 @@ const char* kReportedVariables[] = {
     "LOCKSTEP_RESTART_COUNT",
     "LOCKSTEP_RESTART_REASON",
     "LOCKSTEP_JOB_ID",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_TOP_PAD_",
 };
 
 std::string variable(const char* name) {

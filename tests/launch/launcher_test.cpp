@@ -93,6 +93,33 @@ TEST(LockstepRun, TakesTorchrunsSpellings) {
   }
 }
 
+// Workers keep freed memory for their next step (glibc's MALLOC_*_ variables) unless the
+// user turns it off or chose an allocator's settings of their own, which are kept as given.
+TEST(LockstepRun, WorkersKeepFreedMemoryUnlessRefusedOrChosen) {
+  const std::vector<std::string> names = {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"};
+  const auto values = [&](const std::vector<std::string>& options, const Env& environment) {
+    const Finished ran = run_process(lockstep_run(options, {"env"}), environment, kExitBound);
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    std::vector<std::string> found;
+    for (int rank = 0; rank < 2; ++rank) {
+      for (const auto& name : names) found.push_back(printed_value(ran.output, rank, name));
+    }
+    return found;
+  };
+  const std::vector<std::string> kept = {"4294967296", "4294967296", "268435456"};
+  const std::vector<std::string> unset(3, "<unset>");
+  const auto twice = [](const std::vector<std::string>& three) {
+    std::vector<std::string> both = three;
+    both.insert(both.end(), three.begin(), three.end());
+    return both;
+  };
+  EXPECT_EQ(values({"-n", "2"}, {}), twice(kept));
+  EXPECT_EQ(values({"-n", "2", "--no-malloc-tuning"}, {}), twice(unset));
+  EXPECT_EQ(values({"-n", "2"}, {{"LOCKSTEP_MALLOC_TUNING", "0"}}), twice(unset));
+  EXPECT_EQ(values({"-n", "2"}, {{"MALLOC_TOP_PAD_", "1048576"}}), twice({"<unset>", "<unset>", "1048576"}));
+  EXPECT_EQ(values({"-n", "2"}, {{"GLIBC_TUNABLES", "glibc.malloc.trim_threshold=65536"}}), twice(unset));
+}
+
 // `lockstep` alone prints its help, which names every command.
 TEST(LockstepCommand, AloneItPrintsItsHelp) {
   const Finished ran = run_process({LOCKSTEP_TOOL}, {}, std::chrono::seconds(20));

@@ -247,6 +247,21 @@ TEST(TrainCommand, SigusrOneWritesACheckpointAndTrainingGoesOn) {
   EXPECT_GT(stopped[0], written[0]);
 }
 
+// Worker processes keep freed memory for their next step, as the start-up line says, unless
+// turned off or the user chose an allocator's settings of their own.
+TEST(TrainCommand, WorkerProcessesKeepFreedMemoryUnlessRefusedOrChosen) {
+  TemporaryDirectory dir;
+  const auto start = [&](const std::string& name, std::vector<std::string> extra, const testing::Env& environment) {
+    extra.insert(extra.end(), {"-n", "2", "--mode", "processes", "--epochs", "1", "--stop-after-step", "1"});
+    const auto ran = run_process(small_job(dir.path() + "/" + name, extra), environment);
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    return ran.output;
+  };
+  EXPECT_TRUE(contains(start("tuned", {}, {}), "2 workers (processes, malloc keeps freed memory) on the CPU"));
+  EXPECT_TRUE(contains(start("refused", {"--no-malloc-tuning"}, {}), "2 workers (processes) on the CPU"));
+  EXPECT_TRUE(contains(start("chosen", {}, {{"MALLOC_TOP_PAD_", "1048576"}}), "2 workers (processes) on the CPU"));
+}
+
 TEST(TrainCommand, ACheckpointOfTwoWorkersContinuesOnOneFromTheEpochStart) {
   TemporaryDirectory dir;
   const std::string out = dir.path() + "/run";
