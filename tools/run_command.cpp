@@ -101,7 +101,8 @@ void add_run_command(CLI::App& app, Action& chosen) {
       "--no-malloc-tuning",
       "Leave the workers glibc's malloc defaults (or LOCKSTEP_MALLOC_TUNING=0). By default they keep freed memory "
       "for the next step instead of returning it to the system (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, "
-      "MALLOC_TOP_PAD_; up to 1.8x faster CPU steps), unless they set a MALLOC_*_, GLIBC_TUNABLES or LD_PRELOAD "
+      "MALLOC_TOP_PAD_; about 1.7x faster CPU steps in a process), unless they set a MALLOC_*_, GLIBC_TUNABLES or "
+      "LD_PRELOAD "
       "of their own");
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 

@@ -179,7 +179,7 @@ void TrainJob::add_options(CLI::App& command) {
              "Deterministic kernels, so that a GPU run resumes bit-exactly (slower on a GPU)");
   flags.flag("--malloc-tuning,!--no-malloc-tuning", &TrainJob::malloc_tuning,
              "glibc's malloc keeps freed memory for the next step instead of returning it to the system, in this "
-             "process and the workers it starts (the default; up to 1.8x faster CPU steps in a process; "
+             "process and the workers it starts (the default; about 1.7x faster CPU steps in a process; "
              "--no-malloc-tuning or LOCKSTEP_MALLOC_TUNING=0: glibc's defaults). A MALLOC_*_, GLIBC_TUNABLES or "
              "LD_PRELOAD of one's own is kept");
   flags.option("--out", &TrainJob::out,
