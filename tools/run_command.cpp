@@ -102,8 +102,7 @@ void add_run_command(CLI::App& app, Action& chosen) {
       "Leave the workers glibc's malloc defaults (or LOCKSTEP_MALLOC_TUNING=0). By default they keep freed memory "
       "for the next step instead of returning it to the system (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, "
       "MALLOC_TOP_PAD_; about 1.7x faster CPU steps in a process), unless they set a MALLOC_*_, GLIBC_TUNABLES or "
-      "LD_PRELOAD "
-      "of their own");
+      "LD_PRELOAD of their own");
   run->add_option("PROGRAM", options->command, "The worker program and its ARGS, after --");
 
   run->callback([&chosen, options, nproc, recovery, stop_timeout_seconds, rdzv_seconds, heartbeat_seconds, endpoint,
