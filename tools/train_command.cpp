@@ -40,8 +40,10 @@ int restart_count() {
 }
 
 // Starts `job.workers` copies of this command on this node (on every node of a cluster job:
-// an srun step, a PyTorchJob), as one job, each with the resolved settings.
+// an srun step, a PyTorchJob), as one job, each with the resolved settings; node 0's
+// launcher keeps the run's settings (every node's may see the same run folder).
 int launch_workers(TrainJob job) {
+  const TrainJob settings = job;  // as given, before the cluster's nodes are counted in
   launch::LaunchOptions options;
   options.nproc_per_node = job.workers;
   const std::string note =
@@ -61,7 +63,8 @@ int launch_workers(TrainJob job) {
   options.stop_timeout = std::chrono::seconds(30);
   options.command = {fs::canonical("/proc/self/exe").string(), "train"};
   options.command.insert(options.command.end(), arguments.begin(), arguments.end());
-  return launch::run_workers(options);
+  const auto run = [&] { return launch::run_workers(options); };
+  return options.node_rank == 0 ? train_keeping_run_config(settings, run) : run();
 }
 
 }  // namespace
@@ -123,7 +126,7 @@ void add_train_command(CLI::App& app, Action& chosen) {
       job->check_before_launch();
       // The launcher's settings are the run's; the workers do not save theirs.
       setenv(kRunConfigSavedVariable, "1", 1);
-      return train_keeping_run_config(*job, [&] { return launch_workers(*job); });
+      return launch_workers(*job);
     };
   });
 }
