@@ -10,8 +10,10 @@
 namespace lockstep {
 namespace {
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
+// LOCKSTEP_MALLOC_TUNING=0 in this process's environment: leave glibc's defaults.
+bool malloc_tuning_refused() {
+  const char* value = std::getenv("LOCKSTEP_MALLOC_TUNING");
+  return value != nullptr && std::strcmp(value, "0") == 0;
 }
 
 }  // namespace
@@ -29,14 +31,9 @@ bool chooses_allocator(const std::string& entry) {
   const size_t equals = entry.find('=');
   if (equals == std::string::npos) return false;
   const std::string name = entry.substr(0, equals), value = entry.substr(equals + 1);
-  if (starts_with(name, "MALLOC_") && name.back() == '_') return true;
+  if (name.rfind("MALLOC_", 0) == 0 && name.back() == '_') return true;
   if (name == "GLIBC_TUNABLES") return value.find("glibc.malloc.") != std::string::npos;
   return name == "LD_PRELOAD" && !value.empty();
-}
-
-bool malloc_tuning_refused() {
-  const char* value = std::getenv("LOCKSTEP_MALLOC_TUNING");
-  return value != nullptr && std::strcmp(value, "0") == 0;
 }
 
 bool tune_malloc_here() {

@@ -21,10 +21,7 @@ const std::vector<std::pair<std::string, std::string>>& malloc_tuning_environmen
 /// allocator, or a tool that wraps malloc). Such a choice is the user's, never overwritten.
 bool chooses_allocator(const std::string& entry);
 
-/// LOCKSTEP_MALLOC_TUNING=0 in this process's environment: leave glibc's defaults.
-bool malloc_tuning_refused();
-
-/// For `lockstep` itself: unless refused or the environment chooses an allocator already,
+/// For `lockstep` itself: unless refused (LOCKSTEP_MALLOC_TUNING=0) or the environment chooses an allocator already,
 /// sets malloc_tuning_environment() in this process's environment (so that every worker it
 /// starts has it) and the same through mallopt() for this process. Returns whether it did.
 bool tune_malloc_here();
